@@ -1,0 +1,42 @@
+# attention-kit: every command a person runs. The first use creates .venv and installs into it.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+SUBMISSION ?= exercises
+CORE := $(VENV)/.installed-core
+DEV := $(VENV)/.installed-dev
+
+.PHONY: grade answer-key test bench stubs clean
+
+$(CORE): pyproject.toml requirements.lock
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.lock
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	touch $@
+
+$(DEV): $(CORE) requirements-dev.lock
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.lock
+	touch $@
+
+## grade: grade $(SUBMISSION) (default: exercises/, your work)
+grade: $(CORE)
+	$(PY) -m grader grade $(SUBMISSION)
+
+## answer-key: grade solutions/ (must print 100/100)
+answer-key: $(CORE)
+	$(PY) -m grader grade solutions
+
+## test: the kit's own tests
+test: $(DEV)
+	$(PY) -m pytest -q
+
+## bench: grading time as a ratio to `python -c "import torch"`, measured in the same run
+bench: $(CORE)
+	$(PY) -m grader.bench
+
+## stubs: regenerate exercises/ from solutions/
+stubs: $(CORE)
+	$(PY) -m grader stubs
+
+clean:
+	rm -rf $(VENV) build dist .pytest_cache .hypothesis

@@ -1,0 +1,285 @@
+"""Grading a submission: exercise by exercise, check by check, each exercise in its own worker.
+
+The grading process only generates inputs, sends them, and compares what comes back. Each
+exercise gets a fresh worker; a missing file, an import error, a crash or a hang costs that
+exercise alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import stat
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from hypothesis.errors import Flaky
+
+from . import assertions
+from .exercises import BY_NAME, EXERCISE_NAMES
+from .isolation import Limits, Sandbox, StudentError, WorkerLost, unprivileged_user
+from .registry import Check, Context, checks_for
+from .student import NotImplementedYet, Student
+
+# Small tensors gain nothing from threads, and a forked worker must not inherit a busy pool.
+torch.set_num_threads(1)
+with contextlib.suppress(RuntimeError):
+    torch.set_num_interop_threads(1)
+
+KIT_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_KEY = KIT_ROOT / "solutions"
+MAX_SUBMISSION_BYTES = 20 << 20
+
+
+class BadSubmission(Exception):
+    """The path given is not a folder that can be graded."""
+
+
+@dataclass
+class CheckResult:
+    exercise: str
+    name: str
+    prop: str
+    points: int
+    max_points: int
+    hidden: bool
+    passed: bool
+    feedback: str = ""
+
+    @property
+    def visibility(self) -> str:
+        return "after_published" if self.hidden else "visible"
+
+
+@dataclass
+class ExerciseResult:
+    name: str
+    max_score: int
+    checks: list[CheckResult] = field(default_factory=list)
+    error: str | None = None  # why the exercise could not be graded at all
+    misconceptions: list[str] = field(default_factory=list)
+    output: str = ""  # what the student's code printed: for the instructor only
+
+    @property
+    def score(self) -> int:
+        return 0 if self.error else sum(c.points for c in self.checks)
+
+    @property
+    def not_implemented(self) -> bool:
+        return bool(self.checks) and all(
+            c.feedback.startswith("not implemented yet") for c in self.checks
+        )
+
+
+@dataclass
+class SubmissionResult:
+    path: str
+    exercises: dict[str, ExerciseResult]
+    key_present: bool
+    hidden_points_skipped: int = 0
+
+    @property
+    def score(self) -> int:
+        return sum(e.score for e in self.exercises.values())
+
+    @property
+    def max_score(self) -> int:
+        return sum(e.max_score for e in self.exercises.values())
+
+
+# -- one check --------------------------------------------------------------------------------
+def _inputs(ctx: Context) -> str:
+    return ", ".join(f"{k} {assertions.fmt(v)}" for k, v in ctx.example.items() if k != "ctx")
+
+
+def run_check(check: Check, ctx: Context) -> CheckResult:
+    """Run one check; WorkerLost propagates (it ends the exercise)."""
+    result = CheckResult(
+        check.exercise, check.name, check.prop, 0, check.points, check.hidden, False
+    )
+    try:
+        check.run(ctx)
+    except NotImplementedYet as error:
+        result.feedback = f"not implemented yet ({error})"
+        return result
+    except assertions.CheckFailed as failure:
+        result.feedback = _failure_text(check, ctx, failure.message, failure)
+        return result
+    except StudentError as error:
+        result.feedback = _failure_text(check, ctx, f"your code raised {error.describe()}")
+        return result
+    except Flaky:
+        result.feedback = _failure_text(
+            check, ctx, "your code gave different results for the same input"
+        )
+        return result
+    except WorkerLost:
+        raise
+    except Exception as error:  # a comparison the student's output broke
+        result.feedback = _failure_text(check, ctx, f"could not check the result ({error!r})")
+        return result
+    result.passed = True
+    result.points = check.points
+    return result
+
+
+def _failure_text(
+    check: Check, ctx: Context, message: str, failure: assertions.CheckFailed | None = None
+) -> str:
+    lines = [f"Property: {check.prop}", f"Failed: {message}"]
+    shown = _inputs(ctx)
+    if shown:
+        lines.append(f"Smallest failing input: {shown}")
+    if failure is not None and failure.expected is not None and failure.got is not None:
+        lines.append(f"Expected: {assertions.fmt(failure.expected)}")
+        lines.append(f"Got:      {assertions.fmt(failure.got)}")
+    return "\n".join(lines)
+
+
+# -- one exercise -----------------------------------------------------------------------------
+def grade_exercise(
+    folder: Path,
+    exercise: str,
+    *,
+    key_folder: Path | None,
+    include_hidden: bool,
+    limits: Limits,
+    method: str | None,
+    devices: tuple[str, ...],
+) -> ExerciseResult:
+    result = ExerciseResult(exercise, BY_NAME[exercise].points)
+    checks = checks_for(exercise, hidden=include_hidden and key_folder is not None)
+    path = folder / f"{exercise}.py"
+    if not path.is_file():
+        result.error = f"{exercise}.py was not found in the submission"
+        result.checks = [_zero(c) for c in checks]
+        return result
+    with contextlib.ExitStack() as stack:
+        sandbox = stack.enter_context(Sandbox(folder, exercise, limits=limits, method=method))
+        try:
+            try:
+                loaded = sandbox.request("load")
+            except StudentError as error:
+                raise _LoadFailed(f"{exercise}.py could not be imported: {error.describe()}")
+            if loaded["missing"]:
+                names = ", ".join(loaded["missing"])
+                raise _LoadFailed(f"{exercise}.py does not define {names}")
+            key = None
+            if key_folder is not None and any(c.hidden for c in checks):
+                key_box = stack.enter_context(
+                    Sandbox(key_folder, exercise, limits=limits, method=method, trusted=True,
+                            package="answer_key")
+                )
+                key_box.request("load")
+                key = Student(key_box, exercise)
+            ctx = Context(Student(sandbox, exercise), key, devices)
+            for check in checks:
+                result.checks.append(run_check(check, ctx))
+        except (_LoadFailed, WorkerLost) as error:
+            result.error = getattr(error, "reason", None) or str(error)
+            done = {c.name for c in result.checks}
+            result.checks = [_zero(c, result.error) for c in checks if c.name not in done] + [
+                _zero_result(c, result.error) for c in result.checks
+            ]
+            result.checks.sort(key=lambda c: [x.name for x in checks].index(c.name))
+        result.output = sandbox.output()
+    return result
+
+
+class _LoadFailed(Exception):
+    pass
+
+
+def _zero(check: Check, reason: str = "") -> CheckResult:
+    return CheckResult(
+        check.exercise, check.name, check.prop, 0, check.points, check.hidden, False,
+        f"Property: {check.prop}\nNot graded: {reason}" if reason else "",
+    )
+
+
+def _zero_result(result: CheckResult, reason: str) -> CheckResult:
+    result.points, result.passed = 0, False
+    result.feedback = f"Property: {result.prop}\nNot graded: {reason}"
+    return result
+
+
+# -- a submission -----------------------------------------------------------------------------
+def copy_submission(source: Path, target: Path) -> None:
+    """Copy the submission's files where an unprivileged worker can read them."""
+    total = 0
+    for item in sorted(source.rglob("*")):
+        relative = item.relative_to(source)
+        if any(part.startswith(".") or part == "__pycache__" for part in relative.parts):
+            continue
+        if item.is_symlink():
+            continue
+        destination = target / relative
+        if item.is_dir():
+            destination.mkdir(parents=True, exist_ok=True)
+        elif item.is_file():
+            total += item.stat().st_size
+            if total > MAX_SUBMISSION_BYTES:
+                raise BadSubmission(f"{source} holds more than {MAX_SUBMISSION_BYTES >> 20} MiB")
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(item, destination)
+    for path in [target, *target.rglob("*")]:
+        os.chmod(path, 0o755 if path.is_dir() else 0o644)
+
+
+def protect_key(key_folder: Path) -> None:
+    """When grading as root, keep the answer key out of the unprivileged worker's reach."""
+    if unprivileged_user() is None:
+        return
+    mode = key_folder.stat().st_mode
+    if mode & 0o077:
+        os.chmod(key_folder, stat.S_IMODE(mode) & 0o700)
+
+
+def available_devices() -> tuple[str, ...]:
+    import torch
+
+    return ("cpu", "cuda") if torch.cuda.is_available() else ("cpu",)
+
+
+def grade_submission(
+    path: str | os.PathLike[str],
+    *,
+    exercises: tuple[str, ...] | list[str] | None = None,
+    include_hidden: bool = True,
+    key_folder: str | os.PathLike[str] | None = DEFAULT_KEY,
+    limits: Limits = Limits(),
+    method: str | None = None,
+) -> SubmissionResult:
+    source = Path(path)
+    if not source.is_dir():
+        raise BadSubmission(f"{source} is not a folder")
+    key = Path(key_folder) if key_folder is not None else None
+    if key is not None and not all((key / f"{n}.py").is_file() for n in EXERCISE_NAMES):
+        key = None
+    if key is not None:
+        protect_key(key)
+    names = list(exercises or EXERCISE_NAMES)
+    for name in names:
+        if name not in BY_NAME:
+            raise ValueError(f"unknown exercise {name!r}")
+    devices = available_devices()
+    results: dict[str, ExerciseResult] = {}
+    skipped = 0
+    with tempfile.TemporaryDirectory(prefix="attention-kit-") as tmp:
+        os.chmod(tmp, 0o755)
+        copy = Path(tmp) / "submission"
+        copy.mkdir()
+        copy_submission(source, copy)
+        for name in names:
+            results[name] = grade_exercise(
+                copy, name, key_folder=key, include_hidden=include_hidden, limits=limits,
+                method=method, devices=devices,
+            )
+            graded = {c.name for c in results[name].checks}
+            skipped += sum(c.points for c in checks_for(name) if c.name not in graded)
+            results[name].max_score = sum(c.max_points for c in results[name].checks)
+    return SubmissionResult(str(source), results, key is not None, skipped)

@@ -1,0 +1,332 @@
+"""Running a submission's code in a worker process, under limits.
+
+``Sandbox`` starts a worker (``grader.worker``) for one exercise of one submission and turns
+its replies into values, ``StudentError`` (the student's code raised) or ``WorkerLost`` (the
+worker crashed, hung, exited, ran out of memory or broke the protocol: the exercise is over).
+
+Start methods: ``fork`` (the default without CUDA: the worker starts with NumPy and torch
+already imported) and ``spawn`` (a fresh interpreter; used when CUDA is available, because a
+CUDA context does not survive fork).
+
+In the worker, before any student code runs: a new session (so the whole process group can be
+killed), stdin from /dev/null and stdout/stderr to a capped capture file, an address-space
+limit, a CPU-time backstop, a private network namespace with no interfaces where the kernel
+allows it, and, when grading as root, the unprivileged ``nobody`` user.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import pwd
+import resource
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import protocol
+
+GiB = 1 << 30
+CLONE_NEWNET = 0x40000000
+OUTPUT_CAP = 4096
+
+# Stdlib modules a submission may import lazily. They are imported before privileges drop,
+# since an unprivileged user may not be able to read the interpreter's own files.
+PRELOAD = (
+    "math cmath functools itertools operator typing collections dataclasses fractions "
+    "decimal statistics random copy numbers enum abc contextlib warnings string re time "
+    "inspect einops numpy.linalg numpy.fft torch torch.nn torch.nn.functional"
+).split()
+
+
+@dataclass(frozen=True)
+class Limits:
+    timeout: float = 60.0  # wall seconds for one exercise, loading included
+    memory: int = 4 * GiB  # bytes a worker may allocate beyond its start-up footprint
+    network: bool = False
+    drop_privileges: bool = True  # only has an effect when grading as root
+
+
+class StudentError(Exception):
+    """The student's code raised an exception (or returned something unusable)."""
+
+    def __init__(self, info: dict[str, Any]):
+        self.info = info
+        super().__init__(f"{info.get('type')}: {info.get('message')}")
+
+    @property
+    def type(self) -> str:
+        return str(self.info.get("type"))
+
+    @property
+    def is_value_error(self) -> bool:
+        return bool(self.info.get("value_error"))
+
+    @property
+    def not_implemented(self) -> bool:
+        return bool(self.info.get("not_implemented"))
+
+    def describe(self) -> str:
+        text = f"{self.info.get('type')}: {self.info.get('message')}"
+        where = self.info.get("where") or []
+        if where:
+            text += f" (at {where[-1]})"
+        return text
+
+
+class WorkerLost(BaseException):
+    """The worker can answer no more; the exercise scores zero with ``reason``.
+
+    A BaseException, so that Hypothesis stops at once instead of shrinking on it.
+    """
+
+    def __init__(self, reason: str):
+        self.reason = reason
+        super().__init__(reason)
+
+
+def unprivileged_user() -> pwd.struct_passwd | None:
+    if os.geteuid() != 0:
+        return None
+    try:
+        return pwd.getpwnam("nobody")
+    except KeyError:
+        return None
+
+
+def default_method() -> str:
+    import torch
+
+    return "spawn" if torch.cuda.is_available() else "fork"
+
+
+def _readable_by_others(path: str) -> bool:
+    """Whether every directory on the way to ``path`` lets other users through."""
+    current = Path(path).resolve()
+    for part in [current, *current.parents]:
+        with contextlib.suppress(OSError):
+            if part.is_dir() and not os.stat(part).st_mode & 0o001:
+                return False
+    return True
+
+
+def _restrict(limits: Limits, user: pwd.struct_passwd | None, workdir: str) -> None:
+    """Runs in the child, before any student code."""
+    os.setsid()
+    data = _data_size()
+    cap = data + limits.memory
+    resource.setrlimit(resource.RLIMIT_DATA, (cap, cap))
+    cpu = int(limits.timeout * 2) + 5
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if not limits.network:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.unshare(CLONE_NEWNET) != 0:
+            _block_sockets()
+    if user is not None:
+        os.setgroups([])
+        os.setgid(user.pw_gid)
+        os.setuid(user.pw_uid)
+        os.environ["HOME"] = workdir
+    os.chdir(workdir)
+
+
+def _block_sockets() -> None:
+    """Fallback where no network namespace can be made: refuse new internet sockets."""
+    original = socket.socket
+
+    class NoNetwork(original):  # type: ignore[misc,valid-type]
+        def __init__(self, family=-1, *args, **kwargs):
+            if family in (socket.AF_INET, socket.AF_INET6):
+                raise PermissionError("network access is disabled while grading")
+            super().__init__(family, *args, **kwargs)
+
+    socket.socket = NoNetwork  # type: ignore[misc]
+
+
+def _data_size() -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmData:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+class Sandbox:
+    """One worker process for one exercise of one submission."""
+
+    def __init__(
+        self,
+        folder: Path,
+        exercise: str,
+        *,
+        limits: Limits = Limits(),
+        method: str | None = None,
+        trusted: bool = False,
+        package: str = "submission",
+    ):
+        self.folder = Path(folder)
+        self.exercise = exercise
+        self.limits = limits
+        self.method = method or default_method()
+        self.deadline = time.monotonic() + limits.timeout
+        self.user = None if trusted or not limits.drop_privileges else unprivileged_user()
+        if self.method == "spawn" and self.user and not _readable_by_others(sys.executable):
+            self.user = None  # the interpreter itself is out of reach for `nobody`
+        self.config = {"folder": str(self.folder), "exercise": exercise, "package": package}
+        self._output = tempfile.TemporaryFile()
+        self._sock, child = socket.socketpair()
+        self.pid = self._start(child)
+        child.close()
+        self.closed = False
+
+    # -- starting -------------------------------------------------------------------------
+    def _start(self, child: socket.socket) -> int:
+        if self.method == "fork":
+            return self._fork(child)
+        return self._spawn(child)
+
+    def _fork(self, child: socket.socket) -> int:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        pid = os.fork()
+        if pid:
+            return pid
+        code = 0
+        try:  # the child: never returns into the grader's stack
+            self._sock.close()
+            devnull = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(devnull, 0)
+            os.dup2(self._output.fileno(), 1)
+            os.dup2(self._output.fileno(), 2)
+            sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
+            sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
+            for name in PRELOAD:
+                with contextlib.suppress(Exception):
+                    __import__(name)
+            _restrict(self.limits, self.user, str(self.folder))
+            from . import worker
+
+            worker.serve(child, self.config)
+        except BaseException:
+            code = 70
+        finally:
+            with contextlib.suppress(Exception):
+                sys.stdout.flush()
+                sys.stderr.flush()
+            os._exit(code)
+
+    def _spawn(self, child: socket.socket) -> int:
+        fd = child.fileno()
+        process = subprocess.Popen(
+            [sys.executable, "-I", "-m", "grader.worker", str(fd), json.dumps(self.config)],
+            pass_fds=(fd,),
+            stdin=subprocess.DEVNULL,
+            stdout=self._output,
+            stderr=subprocess.STDOUT,
+            cwd=str(Path(__file__).resolve().parent.parent),
+            preexec_fn=lambda: _restrict(self.limits, self.user, str(self.folder)),
+        )
+        self._process = process
+        return process.pid
+
+    # -- talking --------------------------------------------------------------------------
+    def request(self, op: str, **kwargs: Any) -> Any:
+        if self.closed:
+            raise WorkerLost("the worker was already stopped")
+        try:
+            protocol.send(self._sock, {"op": op, "kwargs": kwargs})
+            reply = protocol.recv(self._sock, self.deadline)
+        except TimeoutError:
+            self.kill()
+            raise WorkerLost(
+                f"stopped after {self.limits.timeout:g} s: the time limit for one exercise "
+                "(an infinite loop, or very slow code?)"
+            ) from None
+        except (EOFError, OSError):
+            raise WorkerLost(self._death_reason()) from None
+        except protocol.ProtocolError as error:
+            self.kill()
+            raise WorkerLost(f"the worker sent a malformed reply ({error})") from None
+        if not isinstance(reply, dict):
+            self.kill()
+            raise WorkerLost("the worker sent a malformed reply")
+        if "fatal" in reply:
+            self.kill()
+            raise WorkerLost(str(reply["fatal"]))
+        if reply.get("ok"):
+            return reply.get("value")
+        info = reply.get("error")
+        raise StudentError(info if isinstance(info, dict) else {"type": "Error", "message": ""})
+
+    def _death_reason(self) -> str:
+        status = self._wait(timeout=5.0)
+        self.kill()
+        if status is None:
+            return "the worker stopped answering"
+        if os.WIFSIGNALED(status):
+            sig = os.WTERMSIG(status)
+            name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else sig
+            if sig == signal.SIGXCPU:
+                return "the code used more CPU time than allowed"
+            if sig == signal.SIGKILL:
+                return "the worker was killed (out of memory?)"
+            return f"the worker crashed with signal {name}"
+        return f"the code ended the worker process (exit code {os.WEXITSTATUS(status)})"
+
+    def _wait(self, timeout: float) -> int | None:
+        end = time.monotonic() + timeout
+        while True:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                return None
+            if pid:
+                self.closed = True
+                return status
+            if time.monotonic() > end:
+                return None
+            time.sleep(0.01)
+
+    # -- stopping -------------------------------------------------------------------------
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(self.pid, signal.SIGKILL)
+        if not self.closed:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(self.pid, 0)
+        self.closed = True
+        self._sock.close()
+
+    def close(self) -> None:
+        if not self.closed:
+            with contextlib.suppress(Exception):
+                self._sock.settimeout(2.0)
+                protocol.send(self._sock, {"op": "exit", "kwargs": {}})
+                protocol.recv(self._sock, time.monotonic() + 2.0)
+        self.kill()
+
+    def output(self) -> str:
+        """What the student's code printed, capped; for the instructor's eyes only."""
+        self._output.seek(0)
+        data = self._output.read(OUTPUT_CAP + 1)
+        text = data[:OUTPUT_CAP].decode("utf-8", "replace")
+        return text + ("\n[... output truncated]" if len(data) > OUTPUT_CAP else "")
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+        self._output.close()

@@ -1,0 +1,127 @@
+"""The wire format between the grading process and a worker.
+
+A message is a JSON header plus raw array buffers. Arrays travel as (dtype, shape, bytes) with
+a whitelisted dtype and are rebuilt with ``np.frombuffer``: nothing from a worker is ever
+unpickled, so a reply can only ever be plain data.
+
+Frame: ``<u64 header length><u64 buffer count>header`` then, per buffer, ``<u64 length>bytes``.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+import time
+from typing import Any
+
+import numpy as np
+
+MAX_MESSAGE_BYTES = 1 << 30
+DTYPES = frozenset(
+    "bool int8 int16 int32 int64 uint8 uint16 uint32 uint64 float16 float32 float64 "
+    "complex64 complex128".split()
+)
+_U64 = struct.Struct("<Q")
+
+
+class ProtocolError(Exception):
+    """A malformed, oversized or truncated message."""
+
+
+def _flatten(obj: Any, buffers: list[bytes]) -> Any:
+    if isinstance(obj, np.ndarray):
+        if obj.dtype.name not in DTYPES:
+            raise ProtocolError(f"arrays of dtype {obj.dtype} cannot be sent")
+        array = np.ascontiguousarray(obj).astype(obj.dtype.newbyteorder("="), copy=False)
+        buffers.append(array.tobytes())
+        return {"__array__": len(buffers) - 1, "dtype": obj.dtype.name, "shape": list(obj.shape)}
+    if isinstance(obj, tuple):
+        return {"__tuple__": [_flatten(x, buffers) for x in obj]}
+    if isinstance(obj, list):
+        return [_flatten(x, buffers) for x in obj]
+    if isinstance(obj, dict):
+        if not all(isinstance(key, str) for key in obj):
+            raise ProtocolError("dictionary keys must be strings")
+        if "__array__" in obj or "__tuple__" in obj:
+            raise ProtocolError("reserved key in dictionary")
+        return {key: _flatten(value, buffers) for key, value in obj.items()}
+    if isinstance(obj, np.generic):
+        return _flatten(np.asarray(obj), buffers)
+    if obj is None or type(obj) in (bool, int, float, str):
+        return obj
+    raise ProtocolError(f"cannot send a value of type {type(obj).__name__}")
+
+
+def _rebuild(tree: Any, buffers: list[bytes]) -> Any:
+    if isinstance(tree, list):
+        return [_rebuild(x, buffers) for x in tree]
+    if isinstance(tree, dict):
+        if "__array__" in tree:
+            dtype = tree.get("dtype")
+            shape = tree.get("shape")
+            index = tree["__array__"]
+            if dtype not in DTYPES or not isinstance(index, int) or not 0 <= index < len(buffers):
+                raise ProtocolError("bad array descriptor")
+            if not isinstance(shape, list) or not all(type(n) is int and n >= 0 for n in shape):
+                raise ProtocolError("bad array shape")
+            data = buffers[index]
+            dt = np.dtype(dtype)
+            if len(data) != dt.itemsize * int(np.prod(shape, dtype=np.int64)):
+                raise ProtocolError("array buffer does not match its shape")
+            return np.frombuffer(data, dtype=dt).reshape(shape).copy()
+        if "__tuple__" in tree:
+            return tuple(_rebuild(x, buffers) for x in tree["__tuple__"])
+        return {key: _rebuild(value, buffers) for key, value in tree.items()}
+    if tree is None or type(tree) in (bool, int, float, str):
+        return tree
+    raise ProtocolError("bad value in message")
+
+
+def encode(obj: Any) -> bytes:
+    buffers: list[bytes] = []
+    header = json.dumps(_flatten(obj, buffers)).encode()
+    parts = [_U64.pack(len(header)), _U64.pack(len(buffers)), header]
+    for buffer in buffers:
+        parts += [_U64.pack(len(buffer)), buffer]
+    return b"".join(parts)
+
+
+def send(sock: socket.socket, obj: Any) -> None:
+    sock.sendall(encode(obj))
+
+
+def _read_exact(sock: socket.socket, n: int, deadline: float | None) -> bytes:
+    chunks, remaining = [], n
+    while remaining:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            sock.settimeout(left)
+        chunk = sock.recv(min(remaining, 1 << 20))
+        if not chunk:
+            raise EOFError("the other side closed the connection")
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)
+
+
+def recv(sock: socket.socket, deadline: float | None = None) -> Any:
+    """Read one message; ``deadline`` is a ``time.monotonic()`` value or None to wait forever."""
+    header_len = _U64.unpack(_read_exact(sock, 8, deadline))[0]
+    count = _U64.unpack(_read_exact(sock, 8, deadline))[0]
+    if header_len > MAX_MESSAGE_BYTES or count > 4096:
+        raise ProtocolError("message too large")
+    try:
+        tree = json.loads(_read_exact(sock, header_len, deadline))
+    except ValueError as error:
+        raise ProtocolError(f"bad header: {error}") from None
+    buffers, total = [], header_len
+    for _ in range(count):
+        size = _U64.unpack(_read_exact(sock, 8, deadline))[0]
+        total += size
+        if total > MAX_MESSAGE_BYTES:
+            raise ProtocolError("message too large")
+        buffers.append(_read_exact(sock, size, deadline))
+    return _rebuild(tree, buffers)

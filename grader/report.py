@@ -1,0 +1,83 @@
+"""Turning a SubmissionResult into the terminal report and Gradescope's results.json."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .engine import SubmissionResult
+
+
+def to_json(result: SubmissionResult) -> dict[str, Any]:
+    """Gradescope's results.json: score, tests[], extra_data.exercises.<name>."""
+    tests = []
+    for exercise in result.exercises.values():
+        for c in exercise.checks:
+            tests.append({
+                "name": f"{c.exercise}: {c.name}",
+                "score": c.points,
+                "max_score": c.max_points,
+                "status": "passed" if c.passed else "failed",
+                "output": c.feedback if not c.passed else f"Property: {c.prop}\nPassed.",
+                "tags": [c.exercise],
+                "visibility": c.visibility,
+            })
+    exercises = {
+        name: {"score": e.score, "max_score": e.max_score, "misconceptions": list(e.misconceptions)}
+        for name, e in result.exercises.items()
+    }
+    return {
+        "score": result.score,
+        "tests": tests,
+        "extra_data": {
+            "exercises": exercises,
+            "answer_key_present": result.key_present,
+            "hidden_points_not_graded": result.hidden_points_skipped,
+        },
+    }
+
+
+def dump_json(result: SubmissionResult, path: str) -> None:
+    with open(path, "w") as handle:
+        json.dump(to_json(result), handle, indent=2, sort_keys=True)
+        handle.write("\n")
+
+
+def render(result: SubmissionResult, *, show_output: bool = False) -> str:
+    lines = [f"Grading {result.path}", ""]
+    width = max(len(n) for n in result.exercises) + 2
+    lines.append(f"{'exercise':<{width}}{'score':>9}  status")
+    lines.append("-" * (width + 40))
+    for name, e in result.exercises.items():
+        if e.error:
+            status = e.error
+        elif e.not_implemented:
+            status = "not implemented yet"
+        else:
+            failed = [c for c in e.checks if not c.passed]
+            status = "all checks pass" if not failed else f"{len(failed)} check(s) failing"
+        lines.append(f"{name:<{width}}{e.score:>4} / {e.max_score:<3} {status}")
+    lines.append("-" * (width + 40))
+    lines.append(f"{'total':<{width}}{result.score:>4} / {result.max_score}")
+    if not result.key_present:
+        lines.append(
+            f"\n(No answer key here: graded on the public property and torch checks. "
+            f"{result.hidden_points_skipped} more points come from hidden checks your "
+            "instructor runs.)"
+        )
+    for name, e in result.exercises.items():
+        failing = [c for c in e.checks if not c.passed]
+        if not failing or e.not_implemented:
+            continue
+        lines += ["", f"== {name} =="]
+        if e.error:
+            lines.append(f"Not graded: {e.error}")
+            continue
+        for c in failing:
+            lines.append(f"-- {c.name} ({c.points}/{c.max_points})")
+            lines += ["   " + line for line in c.feedback.splitlines()]
+    if show_output:
+        for name, e in result.exercises.items():
+            if e.output.strip():
+                lines += ["", f"== what {name} printed (instructor view) ==", e.output.rstrip()]
+    return "\n".join(lines)
