@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import faulthandler
 import json
 import os
 import pwd
@@ -35,6 +36,7 @@ from typing import Any
 from . import protocol
 
 GiB = 1 << 30
+KIT_ROOT = Path(__file__).resolve().parent.parent
 CLONE_NEWNET = 0x40000000
 OUTPUT_CAP = 4096
 
@@ -160,6 +162,14 @@ def _data_size() -> int:
     return 0
 
 
+# A fresh interpreter in isolated mode (-I: no PYTHONPATH, no user site, no cwd on sys.path),
+# told where the kit lives.
+_SPAWN = (
+    "import sys; sys.path.insert(0, sys.argv.pop(1)); from grader.worker import main; "
+    "main(sys.argv[1:])"
+)
+
+
 class Sandbox:
     """One worker process for one exercise of one submission."""
 
@@ -183,6 +193,8 @@ class Sandbox:
             self.user = None  # the interpreter itself is out of reach for `nobody`
         self.config = {"folder": str(self.folder), "exercise": exercise, "package": package}
         self._output = tempfile.TemporaryFile()
+        self._process: subprocess.Popen | None = None
+        self._reaped = False
         self._sock, child = socket.socketpair()
         self.pid = self._start(child)
         child.close()
@@ -210,6 +222,7 @@ class Sandbox:
             os.dup2(self._output.fileno(), 2)
             sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
             sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
+            faulthandler.enable(file=sys.stderr)  # a crash's traceback goes to the capture
             for name in PRELOAD:
                 with contextlib.suppress(Exception):
                     __import__(name)
@@ -228,12 +241,12 @@ class Sandbox:
     def _spawn(self, child: socket.socket) -> int:
         fd = child.fileno()
         process = subprocess.Popen(
-            [sys.executable, "-I", "-m", "grader.worker", str(fd), json.dumps(self.config)],
+            [sys.executable, "-I", "-c", _SPAWN, str(KIT_ROOT), str(fd), json.dumps(self.config)],
             pass_fds=(fd,),
             stdin=subprocess.DEVNULL,
             stdout=self._output,
             stderr=subprocess.STDOUT,
-            cwd=str(Path(__file__).resolve().parent.parent),
+            cwd=str(self.folder),
             preexec_fn=lambda: _restrict(self.limits, self.user, str(self.folder)),
         )
         self._process = process
@@ -291,7 +304,9 @@ class Sandbox:
             except ChildProcessError:
                 return None
             if pid:
-                self.closed = True
+                self._reaped = True
+                if self._process is not None:
+                    self._process.returncode = -1  # reaped here; keeps Popen from waiting
                 return status
             if time.monotonic() > end:
                 return None
@@ -303,9 +318,12 @@ class Sandbox:
             os.killpg(self.pid, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(self.pid, signal.SIGKILL)
-        if not self.closed:
+        if not self._reaped:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(self.pid, 0)
+            self._reaped = True
+            if self._process is not None:
+                self._process.returncode = -1
         self.closed = True
         self._sock.close()
 

@@ -6,6 +6,7 @@ counterexample is easiest to read with two positions and one head.
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import numpy as np
@@ -18,11 +19,16 @@ FLOAT_DTYPES = (np.float64, np.float32)
 GRID = 8  # values are multiples of 1/8: exact in float32, short to print, shrink towards 0
 
 
-def floats_array(dtype, shape, low=-10.0, high=10.0):
-    elements = st.integers(int(np.ceil(low * GRID)), int(np.floor(high * GRID))).map(
+@functools.lru_cache(maxsize=None)
+def _grid(low: float, high: float) -> st.SearchStrategy[float]:
+    # Built once per range: Hypothesis validates a new strategy on its first draw.
+    return st.integers(int(np.ceil(low * GRID)), int(np.floor(high * GRID))).map(
         lambda i: i / GRID
     )
-    return hnp.arrays(dtype, shape, elements=elements)
+
+
+def floats_array(dtype, shape, low=-10.0, high=10.0):
+    return hnp.arrays(dtype, shape, elements=_grid(float(low), float(high)))
 
 
 class Logits(NamedTuple):

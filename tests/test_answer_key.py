@@ -1,0 +1,66 @@
+"""The answer key scores 100, the stubs score 0, and the JSON has Gradescope's shape."""
+
+from __future__ import annotations
+
+from grader import engine, report
+from grader.exercises import EXERCISES, TOTAL_POINTS
+from grader.registry import checks_for
+
+from .conftest import EXERCISES as STUBS
+from .conftest import SOLUTIONS
+
+
+def test_points_add_up_to_the_rubric():
+    assert TOTAL_POINTS == 100
+    for exercise in EXERCISES:
+        assert sum(c.points for c in checks_for(exercise.name)) == exercise.points, exercise.name
+
+
+def test_every_check_states_its_property_and_has_a_unique_name():
+    names = set()
+    for exercise in EXERCISES:
+        for c in checks_for(exercise.name):
+            assert c.prop.endswith(".") and len(c.prop) > 10, c.name
+            assert (c.exercise, c.name) not in names
+            names.add((c.exercise, c.name))
+
+
+def test_answer_key_scores_full_marks(key_result):
+    assert key_result.key_present
+    failing = [c.feedback for e in key_result.exercises.values() for c in e.checks if not c.passed]
+    assert failing == []
+    assert key_result.score == key_result.max_score == 100
+
+
+def test_stubs_score_zero_with_not_implemented_messages():
+    result = engine.grade_submission(STUBS)
+    assert result.score == 0
+    for exercise in result.exercises.values():
+        assert exercise.not_implemented, exercise.name
+    text = report.render(result)
+    assert text.count("not implemented yet") == len(EXERCISES)
+
+
+def test_json_has_gradescope_keys(key_result):
+    data = report.to_json(key_result)
+    assert data["score"] == 100
+    assert set(data["extra_data"]["exercises"]) == {e.name for e in EXERCISES}
+    for name, entry in data["extra_data"]["exercises"].items():
+        assert entry["score"] == entry["max_score"]
+        assert entry["misconceptions"] == []
+    assert sum(t["max_score"] for t in data["tests"]) == 100
+    for test in data["tests"]:
+        assert set(test) >= {"name", "score", "max_score", "status", "output", "tags"}
+        assert test["status"] in ("passed", "failed")
+        assert test["tags"][0] in data["extra_data"]["exercises"]
+        assert test["visibility"] in ("visible", "after_published")
+    assert any(t["visibility"] == "after_published" for t in data["tests"])
+
+
+def test_without_the_key_hidden_checks_are_skipped_and_said(tmp_path):
+    result = engine.grade_submission(SOLUTIONS, key_folder=None,
+                                     exercises=["heads"])
+    assert not result.key_present
+    assert result.exercises["heads"].score == result.exercises["heads"].max_score
+    assert result.hidden_points_skipped == sum(c.points for c in checks_for("heads") if c.hidden)
+    assert "hidden checks" in report.render(result)

@@ -1,0 +1,28 @@
+"""The same submission gets the same score and feedback every run."""
+
+from __future__ import annotations
+
+import json
+
+from grader import engine, report
+
+from .conftest import SOLUTIONS, make_submission
+
+
+def test_two_runs_give_identical_json(tmp_path):
+    softmax = (SOLUTIONS / "softmax.py").read_text()
+    no_shift = softmax.replace(
+        "shifted = converted - np.max(converted, axis=axis, keepdims=True)", "shifted = converted"
+    )
+    attention = (SOLUTIONS / "attention.py").read_text().replace("np.sqrt(d_k)", "d_k")
+    assert no_shift != softmax
+    sub = make_submission(tmp_path / "s", {"softmax.py": no_shift, "attention.py": attention})
+    runs = [
+        json.dumps(report.to_json(engine.grade_submission(sub, exercises=["softmax", "attention"])),
+                   sort_keys=True)
+        for _ in range(2)
+    ]
+    assert runs[0] == runs[1]
+    data = json.loads(runs[0])
+    assert 0 < data["extra_data"]["exercises"]["softmax"]["score"] < 15
+    assert 0 < data["extra_data"]["exercises"]["attention"]["score"] < 20
