@@ -25,7 +25,7 @@ settings.register_profile(
     derandomize=True,
     database=None,
     deadline=None,
-    max_examples=25,
+    max_examples=15,
     print_blob=False,
     report_multiple_bugs=False,
     verbosity=Verbosity.quiet,
