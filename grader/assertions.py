@@ -31,16 +31,34 @@ def tolerance(dtype: Any) -> tuple[float, float]:
     return TOLERANCES.get(name, TOLERANCES["float32"])
 
 
+def _scalar(x: Any) -> str:
+    if isinstance(x, (bool, np.bool_)):
+        return str(bool(x))
+    if isinstance(x, (float, np.floating)):
+        return f"{float(x):.4g}"
+    if isinstance(x, (complex, np.complexfloating)):
+        return f"{complex(x):.4g}"
+    return str(x)
+
+
+def _nested(array: np.ndarray) -> str:
+    if array.ndim == 0:
+        return _scalar(array[()])
+    return "[" + ", ".join(_nested(row) for row in array) + "]"
+
+
 def fmt(value: Any) -> str:
-    """A small, readable rendering of an input or output."""
+    """A small, readable, one-line rendering of an input or output."""
     if isinstance(value, np.ndarray):
-        body = np.array2string(
-            value, precision=4, separator=", ", threshold=48, edgeitems=2, suppress_small=True,
-            max_line_width=88,
-        )
-        if value.ndim == 0 or (value.size <= 8 and value.dtype != np.bool_ and value.ndim <= 1):
+        if value.size <= 64:
+            body = _nested(value)
+        else:
+            body = " ".join(np.array2string(
+                value, precision=4, separator=", ", threshold=64, edgeitems=2,
+            ).split())
+        if value.ndim <= 1 and value.size <= 8:
             return f"{body} ({value.dtype})"
-        return f"{body} (shape {value.shape}, {value.dtype})"
+        return f"{body} ({value.dtype}, shape {value.shape})"
     if isinstance(value, tuple) and hasattr(value, "_fields"):
         return ", ".join(f"{k} {fmt(v)}" for k, v in zip(value._fields, value))
     if isinstance(value, dict):
@@ -82,7 +100,7 @@ def assert_close(
         index = tuple(int(i) for i in np.argwhere(bad)[0])
         where = f" at index {index}" if index else ""
         raise CheckFailed(
-            f"{what} differs{where}: got {g[index]:.6g}, expected {e[index]:.6g} "
+            f"{what}: got {g[index]:.6g}{where}, expected {e[index]:.6g} "
             f"({int(bad.sum())} of {bad.size} entries off; rtol {rtol:g}, atol {atol:g})",
             expected=expected, got=got,
         )

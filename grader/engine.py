@@ -93,7 +93,14 @@ class SubmissionResult:
 
 # -- one check --------------------------------------------------------------------------------
 def _inputs(ctx: Context) -> str:
-    return ", ".join(f"{k} {assertions.fmt(v)}" for k, v in ctx.example.items() if k != "ctx")
+    """The current example's inputs; a NamedTuple case shows its fields directly."""
+    parts = []
+    for name, value in ctx.example.items():
+        if hasattr(value, "_fields"):
+            parts.append(assertions.fmt(value))
+        else:
+            parts.append(f"{name} {assertions.fmt(value)}")
+    return ", ".join(parts)
 
 
 def run_check(check: Check, ctx: Context) -> CheckResult:

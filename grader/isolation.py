@@ -51,7 +51,9 @@ PRELOAD = (
 
 @dataclass(frozen=True)
 class Limits:
-    timeout: float = 60.0  # wall seconds for one exercise, loading included
+    # Wall seconds the worker may take over one exercise, loading included; only time spent
+    # waiting for the worker counts, not the grader's own work between requests.
+    timeout: float = 60.0
     memory: int = 4 * GiB  # bytes a worker may allocate beyond its start-up footprint
     network: bool = False
     drop_privileges: bool = True  # only has an effect when grading as root
@@ -187,7 +189,7 @@ class Sandbox:
         self.exercise = exercise
         self.limits = limits
         self.method = method or default_method()
-        self.deadline = time.monotonic() + limits.timeout
+        self.used = 0.0  # seconds spent waiting for the worker: the student's time
         self.user = None if trusted or not limits.drop_privileges else unprivileged_user()
         if self.method == "spawn" and self.user and not _readable_by_others(sys.executable):
             self.user = None  # the interpreter itself is out of reach for `nobody`
@@ -256,10 +258,14 @@ class Sandbox:
     def request(self, op: str, **kwargs: Any) -> Any:
         if self.closed:
             raise WorkerLost("the worker was already stopped")
+        start = time.monotonic()
+        remaining = self.limits.timeout - self.used
         try:
+            self._sock.settimeout(max(remaining, 1e-3))  # a stuck worker cannot block a send
             protocol.send(self._sock, {"op": op, "kwargs": kwargs})
-            reply = protocol.recv(self._sock, self.deadline)
+            reply = protocol.recv(self._sock, start + remaining)
         except TimeoutError:
+            self.used = self.limits.timeout
             self.kill()
             raise WorkerLost(
                 f"stopped after {self.limits.timeout:g} s: the time limit for one exercise "
@@ -270,6 +276,8 @@ class Sandbox:
         except protocol.ProtocolError as error:
             self.kill()
             raise WorkerLost(f"the worker sent a malformed reply ({error})") from None
+        finally:
+            self.used += time.monotonic() - start
         if not isinstance(reply, dict):
             self.kill()
             raise WorkerLost("the worker sent a malformed reply")

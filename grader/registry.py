@@ -69,6 +69,22 @@ class Check:
 CHECKS: list[Check] = []
 
 
+def _is_data(value: Any) -> bool:
+    return type(value).__name__ == "DataObject"
+
+
+def _record_draws(data: Any, ctx: Context) -> None:
+    """Make interactive draws (``data.draw(..., label=...)``) part of the shown example."""
+    draw = data.draw
+
+    def recording_draw(strategy: Any, label: Any = None) -> Any:
+        value = draw(strategy, label=label)
+        ctx.example[str(label or f"draw {len(ctx.example)}")] = value
+        return value
+
+    data.draw = recording_draw
+
+
 def check(exercise: str, *, points: int, prop: str, hidden: bool = False, examples: int = 0):
     """Register a check. ``examples`` overrides the profile's example count."""
 
@@ -79,7 +95,12 @@ def check(exercise: str, *, points: int, prop: str, hidden: bool = False, exampl
             inner = hypothesis.inner_test
 
             def recorded(ctx: Context, **kwargs: Any) -> None:
-                ctx.example = dict(kwargs)  # Hypothesis replays the smallest failure last
+                # Hypothesis replays the smallest failure last, so what is recorded here at
+                # the end is the counterexample to show.
+                ctx.example = {k: v for k, v in kwargs.items() if not _is_data(v)}
+                for value in kwargs.values():
+                    if _is_data(value):
+                        _record_draws(value, ctx)
                 inner(ctx, **kwargs)
 
             hypothesis.inner_test = recorded
