@@ -38,7 +38,8 @@ from . import protocol
 GiB = 1 << 30
 KIT_ROOT = Path(__file__).resolve().parent.parent
 CLONE_NEWNET = 0x40000000
-OUTPUT_CAP = 4096
+OUTPUT_CAP = 4096  # characters of captured output kept for the instructor
+FILE_CAP = 16 << 20  # bytes a worker may write to any one file, its captured output included
 
 # Stdlib modules a submission may import lazily. They are imported before privileges drop,
 # since an unprivileged user may not be able to read the interpreter's own files.
@@ -131,6 +132,7 @@ def _restrict(limits: Limits, user: pwd.struct_passwd | None, workdir: str) -> N
     cpu = int(limits.timeout * 2) + 5
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_CAP, FILE_CAP))  # output and any file
     if not limits.network:
         libc = ctypes.CDLL(None, use_errno=True)
         if libc.unshare(CLONE_NEWNET) != 0:

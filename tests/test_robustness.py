@@ -59,6 +59,15 @@ def test_fatal_behaviour_zeroes_the_exercise_with_a_reason(tmp_path, body, reaso
     assert reason in result.exercises["softmax"].error
 
 
+def test_endless_output_is_cut_off_at_the_file_size_limit(tmp_path):
+    sub = make_submission(tmp_path / "s", {"softmax.py": broken("while True: print('x' * 4096)")})
+    result = engine.grade_submission(sub, exercises=["softmax"], include_hidden=False)
+    softmax = result.exercises["softmax"]
+    assert softmax.score == 0
+    assert "File too large" in softmax.checks[0].feedback
+    assert len(softmax.output) < 5000
+
+
 def test_a_hang_is_stopped_at_the_time_limit(tmp_path):
     sub = make_submission(tmp_path / "s", {"softmax.py": broken("while True: pass")})
     result = engine.grade_submission(sub, exercises=["softmax", "kv_cache"], limits=Limits(timeout=3))
