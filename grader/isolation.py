@@ -38,6 +38,8 @@ from . import protocol
 GiB = 1 << 30
 KIT_ROOT = Path(__file__).resolve().parent.parent
 CLONE_NEWNET = 0x40000000
+CLONE_NEWNS = 0x00020000
+MS_BIND, MS_REC, MS_PRIVATE, MNT_DETACH = 0x1000, 0x4000, 0x40000, 2
 OUTPUT_CAP = 4096  # characters of captured output kept for the instructor
 FILE_CAP = 16 << 20  # bytes a worker may write to any one file, its captured output included
 
@@ -46,7 +48,7 @@ FILE_CAP = 16 << 20  # bytes a worker may write to any one file, its captured ou
 PRELOAD = (
     "math cmath functools itertools operator typing collections dataclasses fractions "
     "decimal statistics random copy numbers enum abc contextlib warnings string re time "
-    "inspect einops numpy.linalg numpy.fft torch torch.nn torch.nn.functional"
+    "inspect cProfile einops numpy.linalg numpy.fft torch torch.nn torch.nn.functional"
 ).split()
 
 
@@ -138,11 +140,72 @@ def _restrict(limits: Limits, user: pwd.struct_passwd | None, workdir: str) -> N
         if libc.unshare(CLONE_NEWNET) != 0:
             _block_sockets()
     if user is not None:
+        _expose_interpreter()
         os.setgroups([])
         os.setgid(user.pw_gid)
         os.setuid(user.pw_uid)
         os.environ["HOME"] = workdir
     os.chdir(workdir)
+
+
+def _closed_ancestor(path: str) -> Path | None:
+    """The highest directory on the way to ``path`` that other users cannot pass through."""
+    current = Path(path).resolve()
+    for part in reversed([current, *current.parents]):
+        with contextlib.suppress(OSError):
+            if part.is_dir() and not os.stat(part).st_mode & 0o001:
+                return part
+    return None
+
+
+def _expose_interpreter() -> None:
+    """Let the unprivileged worker reach the interpreter, its libraries and the kit.
+
+    Python (or the virtual environment, or the kit) may live under a directory that only its
+    owner may enter, such as /root. Then the worker, once it is ``nobody``, could not import a
+    module that was not loaded before: a correct submission that happens to trigger a lazy
+    import would fail. In a private mount namespace, each such directory is covered by an empty
+    tmpfs into which only the subtrees needed are bind-mounted back, so paths stay the same and
+    the rest of that directory stays out of sight. Best effort: where mount namespaces are not
+    allowed, nothing changes and the modules imported before the fork (PRELOAD) still work.
+    """
+    needed = {KIT_ROOT, Path(sys.prefix), Path(sys.base_prefix)}
+    needed.update(Path(p) for p in sys.path if p and Path(p).exists())
+    closed: dict[Path, set[str]] = {}
+    for path in needed:
+        top = _closed_ancestor(str(path))
+        resolved = path.resolve()
+        if top is not None and resolved != top:
+            closed.setdefault(top, set()).add(resolved.relative_to(top).parts[0])
+    if not closed:
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(CLONE_NEWNS) != 0:
+        return
+    if libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) != 0:
+        return
+    for top, children in closed.items():
+        saved = tempfile.mkdtemp(prefix="attention-kit-mnt-")
+        try:
+            if libc.mount(bytes(top), saved.encode(), None, MS_BIND | MS_REC, None) != 0:
+                continue
+            if libc.mount(b"tmpfs", bytes(top), b"tmpfs", 0, b"mode=755") != 0:
+                continue
+            ok = True
+            for child in sorted(children):
+                target = top / child
+                source = Path(saved) / child
+                if source.is_dir():
+                    target.mkdir()
+                else:
+                    target.touch()
+                ok &= libc.mount(bytes(source), bytes(target), None, MS_BIND | MS_REC, None) == 0
+            if not ok:
+                libc.umount2(bytes(top), MNT_DETACH)
+        finally:
+            libc.umount2(saved.encode(), MNT_DETACH)
+            with contextlib.suppress(OSError):
+                os.rmdir(saved)
 
 
 def _block_sockets() -> None:
