@@ -20,7 +20,7 @@ import torch
 from hypothesis.errors import Flaky
 
 from . import assertions
-from .exercises import BY_NAME, EXERCISE_NAMES
+from .exercises import BONUS_NAMES, BY_NAME, EXERCISE_NAMES
 from .isolation import Limits, Sandbox, StudentError, WorkerLost, unprivileged_user
 from .registry import Check, Context, checks_for
 from .student import NotImplementedYet, Student
@@ -63,6 +63,7 @@ class ExerciseResult:
     error: str | None = None  # why the exercise could not be graded at all
     misconceptions: list[str] = field(default_factory=list)
     output: str = ""  # what the student's code printed: for the instructor only
+    attempted: bool = True  # False: a bonus exercise whose file is not in the submission
 
     @property
     def score(self) -> int:
@@ -81,10 +82,19 @@ class SubmissionResult:
     exercises: dict[str, ExerciseResult]
     key_present: bool
     hidden_points_skipped: int = 0
+    bonus: dict[str, ExerciseResult] = field(default_factory=dict)  # never in score
 
     @property
     def score(self) -> int:
         return sum(e.score for e in self.exercises.values())
+
+    @property
+    def bonus_score(self) -> int:
+        return sum(e.score for e in self.bonus.values())
+
+    @property
+    def bonus_max_score(self) -> int:
+        return sum(e.max_score for e in self.bonus.values())
 
     @property
     def max_score(self) -> int:
@@ -186,6 +196,11 @@ def grade_exercise(
             ctx = Context(Student(sandbox, exercise), key, devices)
             for check in checks:
                 result.checks.append(run_check(check, ctx))
+            if BY_NAME[exercise].bonus:
+                from . import diagnose_bonus
+
+                with contextlib.suppress(WorkerLost):
+                    result.misconceptions = diagnose_bonus.diagnose(exercise, ctx.student)
         except (_LoadFailed, WorkerLost) as error:
             result.error = getattr(error, "reason", None) or str(error)
             done = {c.name for c in result.checks}
@@ -269,10 +284,12 @@ def grade_submission(
         key = None
     if key is not None:
         protect_key(key)
-    names = list(exercises or EXERCISE_NAMES)
+    names = list(exercises or EXERCISE_NAMES + BONUS_NAMES)
     for name in names:
         if name not in BY_NAME:
             raise ValueError(f"unknown exercise {name!r}")
+    bonus_names = [n for n in names if BY_NAME[n].bonus]
+    names = [n for n in names if not BY_NAME[n].bonus]
     devices = available_devices()
     results: dict[str, ExerciseResult] = {}
     skipped = 0
@@ -289,4 +306,10 @@ def grade_submission(
             graded = {c.name for c in results[name].checks}
             skipped += sum(c.points for c in checks_for(name) if c.name not in graded)
             results[name].max_score = sum(c.max_points for c in results[name].checks)
-    return SubmissionResult(str(source), results, key is not None, skipped)
+        from .bonus import grade_bonus
+
+        bonus = grade_bonus(
+            copy, bonus_names, key_folder=key,
+            include_hidden=include_hidden, limits=limits, method=method, devices=devices,
+        )
+    return SubmissionResult(str(source), results, key is not None, skipped, bonus)

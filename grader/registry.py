@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from hypothesis import HealthCheck, Verbosity, settings
+from hypothesis import HealthCheck, Phase, Verbosity, settings
 
 settings.register_profile(
     "grading",
@@ -30,6 +30,9 @@ settings.register_profile(
     report_multiple_bugs=False,
     verbosity=Verbosity.quiet,
     suppress_health_check=list(HealthCheck),
+    # No "explain" phase: it replays a failing example many times to annotate it, which the
+    # feedback never shows, and costs seconds of the exercise's time budget per failing check.
+    phases=[p for p in Phase if p is not Phase.explain],
 )
 GRADING = settings.get_profile("grading")
 

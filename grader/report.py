@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from . import report_bonus
 from .engine import SubmissionResult
 
 
@@ -22,6 +23,7 @@ def to_json(result: SubmissionResult) -> dict[str, Any]:
                 "tags": [c.exercise],
                 "visibility": c.visibility,
             })
+    tests += report_bonus.tests(result)
     exercises = {
         name: {"score": e.score, "max_score": e.max_score, "misconceptions": list(e.misconceptions)}
         for name, e in result.exercises.items()
@@ -31,6 +33,7 @@ def to_json(result: SubmissionResult) -> dict[str, Any]:
         "tests": tests,
         "extra_data": {
             "exercises": exercises,
+            "bonus": report_bonus.summary(result),
             "answer_key_present": result.key_present,
             "hidden_points_not_graded": result.hidden_points_skipped,
         },
@@ -45,7 +48,7 @@ def dump_json(result: SubmissionResult, path: str) -> None:
 
 def render(result: SubmissionResult, *, show_output: bool = False) -> str:
     lines = [f"Grading {result.path}", ""]
-    width = max(len(n) for n in result.exercises) + 2
+    width = max(len(n) for n in [*result.exercises, *result.bonus, "bonus total"]) + 2
     lines.append(f"{'exercise':<{width}}{'score':>9}  status")
     lines.append("-" * (width + 40))
     for name, e in result.exercises.items():
@@ -76,8 +79,9 @@ def render(result: SubmissionResult, *, show_output: bool = False) -> str:
         for c in failing:
             lines.append(f"-- {c.name} ({c.points}/{c.max_points})")
             lines += ["   " + line for line in c.feedback.splitlines()]
+    lines += report_bonus.lines(result, width)
     if show_output:
-        for name, e in result.exercises.items():
+        for name, e in [*result.exercises.items(), *result.bonus.items()]:
             if e.output.strip():
                 lines += ["", f"== what {name} printed (instructor view) ==", e.output.rstrip()]
     return "\n".join(lines)

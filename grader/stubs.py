@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .exercises import EXERCISE_NAMES
+from .exercises import BONUS_NAMES, EXERCISE_NAMES
 
 ROOT = Path(__file__).resolve().parent.parent
 BEGIN = re.compile(r"^(\s*)### BEGIN SOLUTION\s*$")
@@ -41,7 +41,8 @@ def strip_solution(source: str, name: str) -> str:
 
 def stub_sources(solutions: Path = ROOT / "solutions") -> dict[str, str]:
     return {
-        f"{n}.py": strip_solution((solutions / f"{n}.py").read_text(), n) for n in EXERCISE_NAMES
+        f"{n}.py": strip_solution((solutions / f"{n}.py").read_text(), n)
+        for n in EXERCISE_NAMES + BONUS_NAMES
     }
 
 

@@ -68,3 +68,44 @@ class Student:
             "mha_forward", d_model=d_model, n_head=n_head, bias=bias, state=state, x=x,
             mask=mask, grad_y=grad_y, device=device,
         )
+
+    # -- the bonus exercises gqa and decode: whole-object requests (grader.worker_bonus) ----
+    def gqa_build(self, d_model: int, n_head: int, n_kv_head: int, bias: bool) -> dict[str, Any]:
+        return self._request(
+            "gqa_build", d_model=d_model, n_head=n_head, n_kv_head=n_kv_head, bias=bias
+        )
+
+    def gqa_forward(
+        self,
+        d_model: int,
+        n_head: int,
+        n_kv_head: int,
+        bias: bool,
+        state: dict[str, np.ndarray],
+        x: np.ndarray,
+        mask: np.ndarray | None = None,
+        device: str = "cpu",
+    ) -> dict[str, Any]:
+        return self._request(
+            "gqa_forward", d_model=d_model, n_head=n_head, n_kv_head=n_kv_head, bias=bias,
+            state=state, x=x, mask=mask, device=device,
+        )
+
+    def decode_run(
+        self,
+        d_model: int,
+        n_head: int,
+        bias: bool,
+        state: dict[str, np.ndarray],
+        xs: list[np.ndarray],
+        device: str = "cpu",
+    ) -> dict[str, Any]:
+        """``decode_step`` over the chunks ``xs`` with one cache: ``{"ys", "lengths"}``."""
+        return self._request(
+            "decode_run", d_model=d_model, n_head=n_head, bias=bias, state=state, xs=list(xs),
+            device=device,
+        )
+
+    def kvcache_run(self, steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``append`` after ``append`` on one ``KVCache``: ``[{"len", "k", "v"}, ...]``."""
+        return self._request("kvcache_run", steps=list(steps))

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from . import protocol
+from . import protocol, worker_bonus
 from .exercises import BY_NAME, EXERCISE_NAMES
 
 
@@ -175,6 +175,8 @@ def serve(sock: socket.socket, config: dict[str, Any]) -> None:
                 value = session.load()
             elif op in ("call", "mha_build", "mha_forward"):
                 value = getattr(session, op)(**request["kwargs"])
+            elif op in worker_bonus.OPS:
+                value = worker_bonus.handle(session, op, request["kwargs"])
             else:
                 raise Fatal(f"unknown request {op!r}")
             reply: dict[str, Any] = {"ok": True, "value": value}
