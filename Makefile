@@ -3,10 +3,11 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 SUBMISSION ?= exercises
+COURSE ?= build/nbgrader
 CORE := $(VENV)/.installed-core
 DEV := $(VENV)/.installed-dev
 
-.PHONY: grade answer-key test bench stubs clean
+.PHONY: grade answer-key test bench stubs nbgrader clean
 
 $(CORE): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +38,10 @@ bench: $(CORE)
 ## stubs: regenerate exercises/ from solutions/
 stubs: $(CORE)
 	$(PY) -m grader stubs
+
+## nbgrader: write the nbgrader course folder $(COURSE) (config + source/attention/attention.ipynb)
+nbgrader: $(CORE)
+	$(PY) -m grader.notebook $(COURSE)
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .hypothesis
