@@ -31,8 +31,9 @@ answer-key: $(CORE)
 test: $(DEV)
 	$(PY) -m pytest -q
 
-## bench: grading time as a ratio to `python -c "import torch"`, measured in the same run
-bench: $(CORE)
+## bench: grading time as a ratio to `python -c "import torch"`, measured in the same run;
+##        seconds per notebook for `nbgrader autograde` next to seconds per submission
+bench: $(DEV)
 	$(PY) -m grader.bench
 
 ## stubs: regenerate exercises/ from solutions/
@@ -40,8 +41,8 @@ stubs: $(CORE)
 	$(PY) -m grader stubs
 
 ## nbgrader: write the nbgrader course folder $(COURSE) (config + source/attention/attention.ipynb)
-nbgrader: $(CORE)
-	$(PY) -m grader.notebook $(COURSE)
+nbgrader: $(DEV)
+	$(PY) -m grader.notebook build $(COURSE)
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .hypothesis

@@ -36,6 +36,8 @@ MISTAKES = [
      "x.reshape(b, n_head, t, c // n_head)"),
 ]
 TAMPERED = {name for name, _, _ in MISTAKES}
+# Answered in the release a student runs with no answer key anywhere (two cheap exercises).
+NO_KEY_ANSWERED = ("softmax", "kv_cache")
 
 
 def _env(tmp: Path, **extra: str) -> dict[str, str]:
@@ -100,7 +102,7 @@ def _finish(process: subprocess.Popen) -> None:
 @pytest.fixture(scope="module")
 def course(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The course after autograding; beside it, ``files/`` graded by ``python -m grader grade``
-    and ``no-key/student.ipynb`` (the release with the answers) executed without the key."""
+    and ``no-key/student.ipynb`` (the release, two exercises answered) run without the key."""
     tmp = tmp_path_factory.mktemp("nbgrader")
     root = tmp / "course"
     notebook.build(root)
@@ -118,7 +120,8 @@ def course(tmp_path_factory: pytest.TempPathFactory) -> Path:
     key = {n: _source(source[n]) for n in EXERCISE_NAMES}
     no_key = tmp / "no-key"
     (no_key / "solutions").mkdir(parents=True)
-    (no_key / "student.ipynb").write_text(json.dumps(_with_answers(release, key)))
+    answered = {n: key[n] for n in NO_KEY_ANSWERED}
+    (no_key / "student.ipynb").write_text(json.dumps(_with_answers(release, answered)))
     without_key = _start(
         [sys.executable, "-m", "jupyter", "nbconvert", "--to", "notebook", "--execute",
          "--inplace", f"--ExecutePreprocessor.timeout={notebook.CELL_TIMEOUT}", "student.ipynb"],
@@ -236,13 +239,14 @@ def test_release_holds_no_solution_code_and_no_hidden_test(course: Path) -> None
 
 def test_release_visible_tests_run_without_the_answer_key(course: Path) -> None:
     executed = _cells(_read(course.parent / "no-key/student.ipynb"))
+    for cell in executed.values():
+        assert not [o for o in cell.get("outputs", []) if o["output_type"] == "error"]
     for name in EXERCISE_NAMES:
         visible = executed[f"{name}_tests"]
-        assert not [o for o in visible["outputs"] if o["output_type"] == "error"], name
         results = [o for o in visible["outputs"] if o["output_type"] == "execute_result"]
         assert results, name
-        assert "".join(results[0]["data"]["text/plain"]) == str(
-            visible["metadata"]["nbgrader"]["points"]), name
+        points = visible["metadata"]["nbgrader"]["points"] if name in NO_KEY_ANSWERED else 0
+        assert "".join(results[0]["data"]["text/plain"]) == str(points), name
 
 
 # -- autograding ----------------------------------------------------------------------------------
@@ -270,3 +274,37 @@ def test_editing_locked_test_cells_gains_nothing(course: Path) -> None:
     for name in TAMPERED:
         assert cells[f"{name}_tests"] < graded[f"{name}_tests"]["metadata"]["nbgrader"]["points"]
         assert _source(graded[f"{name}_tests"]).rstrip().endswith(f'score("{name}")')
+
+
+# -- the kernel side, in this process -----------------------------------------------------------
+def test_answer_cell_that_never_ends_is_stopped_and_still_saved(monkeypatch) -> None:
+    monkeypatch.setattr(notebook, "RUN_TIMEOUT", 0.2)
+    cell = "def split_heads(x, n_head):\n    return x\n\nwhile True:\n    pass\n"
+    with pytest.raises(TimeoutError):
+        notebook.run_exercise_cell("heads", cell, {})
+    saved = notebook._kernel().folder / "heads.py"
+    assert saved.read_text() == notebook.exercise_file("heads", cell)
+
+
+def test_hidden_score_refuses_to_run_without_the_answer_key(monkeypatch, tmp_path: Path) -> None:
+    _, body, _ = notebook.split_solution((SOLUTIONS / "softmax.py").read_text())
+    namespace: dict = {}
+    notebook.run_exercise_cell("softmax", body, namespace)
+    assert callable(namespace["softmax"])
+    monkeypatch.setenv(notebook.KEY_ENV, str(tmp_path))
+    assert notebook.score("softmax") == sum(c.points for c in checks_for("softmax", hidden=False))
+    with pytest.raises(RuntimeError, match="answer key is not here"):
+        notebook.score("softmax", hidden=True)
+
+
+def test_answer_files_are_the_files_the_magic_saves(tmp_path: Path) -> None:
+    path = tmp_path / "attention.ipynb"
+    path.write_text(json.dumps(notebook.notebook()))
+    written = notebook.answer_files(path, tmp_path / "files")
+    assert sorted(p.name for p in written) == sorted(f"{n}.py" for n in EXERCISE_NAMES)
+    for name in EXERCISE_NAMES:
+        _, body, _ = notebook.split_solution((SOLUTIONS / f"{name}.py").read_text())
+        saved = (tmp_path / "files" / f"{name}.py").read_text()
+        assert saved == notebook.exercise_file(name, body.rstrip("\n"))
+    assert saved.startswith("# kv_cache.py")
+    assert (tmp_path / "files/attention.py").read_text().startswith("from .softmax import")
