@@ -22,7 +22,6 @@ import io
 import json
 import linecache
 import os
-import re
 import shutil
 import signal
 import sys
@@ -109,18 +108,19 @@ def split_solution(text: str) -> tuple[str, str, list[str]]:
     tree = ast.parse(text)
     summary = ast.get_docstring(tree) or ""
     lines = text.splitlines()
-    drop: set[int] = set()
+    drop: set[int] = set()  # line numbers, from 1; a dropped import takes the blanks above it
     imports = []
     for node in tree.body:
         first, last = node.lineno, node.end_lineno or node.lineno
         if node is tree.body[0] and summary:
             drop.update(range(first, last + 1))
         elif isinstance(node, ast.ImportFrom) and node.level == 1 and node.module in BY_NAME:
+            while first > 1 and not lines[first - 2].strip():
+                first -= 1
             drop.update(range(first, last + 1))
             imports.append(ast.get_source_segment(text, node) or "")
     kept = [line for number, line in enumerate(lines, 1) if number not in drop]
-    body = re.sub(r"\n{3,}", "\n\n", "\n".join(kept)).strip("\n") + "\n"
-    return summary, body, imports
+    return summary, "\n".join(kept).strip("\n") + "\n", imports
 
 
 def _checks(exercise: str) -> tuple[list[Any], list[Any]]:
