@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import notebook
+from grader import kernel, notebook
 from grader.exercises import BY_NAME, EXERCISE_NAMES
 from grader.registry import checks_for
 from grader.stubs import BEGIN, END
@@ -124,8 +124,8 @@ def course(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (no_key / "student.ipynb").write_text(json.dumps(_with_answers(release, answered)))
     without_key = _start(
         [sys.executable, "-m", "jupyter", "nbconvert", "--to", "notebook", "--execute",
-         "--inplace", f"--ExecutePreprocessor.timeout={notebook.CELL_TIMEOUT}", "student.ipynb"],
-        no_key, _env(tmp, **{notebook.KEY_ENV: str(no_key / "solutions")}),
+         "--inplace", f"--ExecutePreprocessor.timeout={kernel.CELL_TIMEOUT}", "student.ipynb"],
+        no_key, _env(tmp, **{kernel.KEY_ENV: str(no_key / "solutions")}),
     )
 
     # The student with two exercises wrong also overwrote those exercises' locked test cells
@@ -194,7 +194,7 @@ def test_answer_cells_hold_each_solution_file_whole() -> None:
         solution_lines = [s for s in text.splitlines() if BEGIN.match(s) or END.match(s)]
         assert solution_lines and all(line in cell.splitlines() for line in solution_lines)
         for line in imports:  # left out of the cell, put back in the saved file
-            assert line not in cell and line in notebook.exercise_file(name, cell.split("\n", 1)[1])
+            assert line not in cell and line in kernel.exercise_file(name, cell.split("\n", 1)[1])
 
 
 def test_points_add_up_to_the_rubric() -> None:
@@ -212,11 +212,11 @@ def test_points_add_up_to_the_rubric() -> None:
 
 def test_saved_file_keeps_the_cells_line_numbers() -> None:
     body = "import numpy as np\n\ndef causal_mask(t):\n    return softmax(np.ones(t))\n"
-    saved = notebook.exercise_file("attention", body).splitlines()
+    saved = kernel.exercise_file("attention", body).splitlines()
     assert saved[0].startswith("from .softmax import softmax  #")
     assert saved[1:] == body.splitlines()  # cell line n (the magic is line 1) is file line n
     mine = "def softmax(x):\n    return x\n\ndef f():\n    return softmax(1)\n"
-    assert notebook.exercise_file("attention", mine).splitlines()[0].startswith("#")
+    assert kernel.exercise_file("attention", mine).splitlines()[0].startswith("#")
 
 
 # -- the release ----------------------------------------------------------------------------------
@@ -278,23 +278,23 @@ def test_editing_locked_test_cells_gains_nothing(course: Path) -> None:
 
 # -- the kernel side, in this process -----------------------------------------------------------
 def test_answer_cell_that_never_ends_is_stopped_and_still_saved(monkeypatch) -> None:
-    monkeypatch.setattr(notebook, "RUN_TIMEOUT", 0.2)
+    monkeypatch.setattr(kernel, "RUN_TIMEOUT", 0.2)
     cell = "def split_heads(x, n_head):\n    return x\n\nwhile True:\n    pass\n"
     with pytest.raises(TimeoutError):
-        notebook.run_exercise_cell("heads", cell, {})
-    saved = notebook._kernel().folder / "heads.py"
-    assert saved.read_text() == notebook.exercise_file("heads", cell)
+        kernel.run_exercise_cell("heads", cell, {})
+    saved = kernel._kernel().folder / "heads.py"
+    assert saved.read_text() == kernel.exercise_file("heads", cell)
 
 
 def test_hidden_score_refuses_to_run_without_the_answer_key(monkeypatch, tmp_path: Path) -> None:
     _, body, _ = notebook.split_solution((SOLUTIONS / "softmax.py").read_text())
     namespace: dict = {}
-    notebook.run_exercise_cell("softmax", body, namespace)
+    kernel.run_exercise_cell("softmax", body, namespace)
     assert callable(namespace["softmax"])
-    monkeypatch.setenv(notebook.KEY_ENV, str(tmp_path))
-    assert notebook.score("softmax") == sum(c.points for c in checks_for("softmax", hidden=False))
+    monkeypatch.setenv(kernel.KEY_ENV, str(tmp_path))
+    assert kernel.score("softmax") == sum(c.points for c in checks_for("softmax", hidden=False))
     with pytest.raises(RuntimeError, match="answer key is not here"):
-        notebook.score("softmax", hidden=True)
+        kernel.score("softmax", hidden=True)
 
 
 def test_answer_files_are_the_files_the_magic_saves(tmp_path: Path) -> None:
@@ -305,6 +305,6 @@ def test_answer_files_are_the_files_the_magic_saves(tmp_path: Path) -> None:
     for name in EXERCISE_NAMES:
         _, body, _ = notebook.split_solution((SOLUTIONS / f"{name}.py").read_text())
         saved = (tmp_path / "files" / f"{name}.py").read_text()
-        assert saved == notebook.exercise_file(name, body.rstrip("\n"))
+        assert saved == kernel.exercise_file(name, body.rstrip("\n"))
     assert saved.startswith("# kv_cache.py")
     assert (tmp_path / "files/attention.py").read_text().startswith("from .softmax import")
