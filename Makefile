@@ -3,10 +3,11 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 SUBMISSION ?= exercises
+COURSE ?= build/nbgrader
 CORE := $(VENV)/.installed-core
 DEV := $(VENV)/.installed-dev
 
-.PHONY: grade answer-key test bench stubs clean
+.PHONY: grade answer-key test bench stubs nbgrader clean
 
 $(CORE): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -30,13 +31,18 @@ answer-key: $(CORE)
 test: $(DEV)
 	$(PY) -m pytest -q
 
-## bench: grading time as a ratio to `python -c "import torch"`, measured in the same run
-bench: $(CORE)
+## bench: grading time as a ratio to `python -c "import torch"`, measured in the same run;
+##        seconds per notebook for `nbgrader autograde` next to seconds per submission
+bench: $(DEV)
 	$(PY) -m grader.bench
 
 ## stubs: regenerate exercises/ from solutions/
 stubs: $(CORE)
 	$(PY) -m grader stubs
+
+## nbgrader: write the nbgrader course folder $(COURSE) (config + source/attention/attention.ipynb)
+nbgrader: $(DEV)
+	$(PY) -m grader.notebook build $(COURSE)
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .hypothesis

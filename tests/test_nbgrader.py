@@ -1,0 +1,310 @@
+"""The nbgrader assignment, built from solutions/ and autograded by real nbgrader.
+
+One temporary course serves the whole module: ``nbgrader generate_assignment``, three
+submissions (the answer key filled into the release, the release untouched, two exercises
+wrong with their locked test cells edited), ``nbgrader autograde`` and ``nbgrader export``;
+the tests then read the CSV, the gradebook and the notebooks.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from grader import kernel, notebook
+from grader.exercises import BY_NAME, EXERCISE_NAMES
+from grader.registry import checks_for
+from grader.stubs import BEGIN, END
+
+ROOT = Path(__file__).resolve().parent.parent
+SOLUTIONS = ROOT / "solutions"
+RELEASE = Path("release/attention/attention.ipynb")
+
+# Two classic mistakes, as (exercise, correct text, wrong text): softmax without the max shift
+# (overflows on large logits) and a head split that reshapes heads before time.
+MISTAKES = [
+    ("softmax", "shifted = converted - np.max(converted, axis=axis, keepdims=True)",
+     "shifted = converted"),
+    ("heads", "x.reshape(b, t, n_head, c // n_head).transpose(0, 2, 1, 3)",
+     "x.reshape(b, n_head, t, c // n_head)"),
+]
+TAMPERED = {name for name, _, _ in MISTAKES}
+# Answered in the release a student runs with no answer key anywhere (two cheap exercises).
+NO_KEY_ANSWERED = ("softmax", "kv_cache")
+
+
+def _env(tmp: Path, **extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    # nbgrader reads config from the course folder only, not from this machine's Jupyter dirs.
+    for name in ("JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR"):
+        env[name] = str(tmp / "jupyter" / name.lower())
+    env["JUPYTER_PLATFORM_DIRS"] = "1"
+    env.update(extra)
+    return env
+
+
+def _run(args: list[str], cwd: Path, env: dict[str, str]) -> str:
+    done = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, f"{args} failed:\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+def _nbgrader(course: Path, env: dict[str, str], *args: str) -> str:
+    return _run([sys.executable, "-m", "nbgrader", *args], course, env)
+
+
+def _read(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def _cells(nb: dict) -> dict[str, dict]:
+    return {c["metadata"]["nbgrader"]["grade_id"]: c for c in nb["cells"]}
+
+
+def _source(cell: dict) -> str:
+    return "".join(cell["source"])
+
+
+def _with_answers(release: dict, answers: dict[str, str]) -> dict:
+    nb = json.loads(json.dumps(release))
+    for grade_id, cell in _cells(nb).items():
+        if grade_id in answers:
+            cell["source"] = answers[grade_id]
+    return nb
+
+
+def _wrong(text: str, exercise: str) -> str:
+    for name, right, wrong in MISTAKES:
+        if name == exercise:
+            assert right in text, f"the mistake for {name} no longer applies to the solution"
+            text = text.replace(right, wrong)
+    return text
+
+
+def _start(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Popen:
+    return subprocess.Popen(args, cwd=cwd, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+
+
+def _finish(process: subprocess.Popen) -> None:
+    output, _ = process.communicate(timeout=900)
+    assert process.returncode == 0, f"{process.args} failed:\n{output}"
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The course after autograding; beside it, ``files/`` graded by ``python -m grader grade``
+    and ``no-key/student.ipynb`` (the release, two exercises answered) run without the key."""
+    tmp = tmp_path_factory.mktemp("nbgrader")
+    root = tmp / "course"
+    notebook.build(root)
+    env = _env(tmp)
+    files = tmp / "files"
+    files.mkdir()
+    for name in EXERCISE_NAMES:
+        (files / f"{name}.py").write_text(_wrong((SOLUTIONS / f"{name}.py").read_text(), name))
+    by_files = _start([sys.executable, "-m", "grader", "grade", str(files), "--json",
+                       str(tmp / "files.json")], tmp, env)
+
+    _nbgrader(root, env, "generate_assignment", "attention")
+    release = _read(root / RELEASE)
+    source = _cells(_read(root / "source/attention/attention.ipynb"))
+    key = {n: _source(source[n]) for n in EXERCISE_NAMES}
+    no_key = tmp / "no-key"
+    (no_key / "solutions").mkdir(parents=True)
+    answered = {n: key[n] for n in NO_KEY_ANSWERED}
+    (no_key / "student.ipynb").write_text(json.dumps(_with_answers(release, answered)))
+    without_key = _start(
+        [sys.executable, "-m", "jupyter", "nbconvert", "--to", "notebook", "--execute",
+         "--inplace", f"--ExecutePreprocessor.timeout={kernel.CELL_TIMEOUT}", "student.ipynb"],
+        no_key, _env(tmp, **{kernel.KEY_ENV: str(no_key / "solutions")}),
+    )
+
+    # The student with two exercises wrong also overwrote those exercises' locked test cells
+    # with their full points.
+    two_wrong = _with_answers(release, {n: _wrong(t, n) for n, t in key.items()})
+    tests = {f"{n}{kind}" for n in TAMPERED for kind in ("_tests", "_hidden_tests")}
+    for grade_id, cell in _cells(two_wrong).items():
+        if grade_id in tests:
+            cell["source"] = [str(cell["metadata"]["nbgrader"]["points"])]
+    submissions = {
+        "key": _with_answers(release, key),
+        "untouched": release,
+        "two_wrong": two_wrong,
+    }
+    for student, nb in submissions.items():
+        folder = root / "submitted" / student / "attention"
+        folder.mkdir(parents=True)
+        (folder / "attention.ipynb").write_text(json.dumps(nb))
+    _nbgrader(root, env, "autograde", "attention")
+    _nbgrader(root, env, "export", "--to", "grades.csv")
+    _finish(by_files)
+    _finish(without_key)
+    return root
+
+
+def _csv_scores(course: Path) -> dict[str, float]:
+    with open(course / "grades.csv") as handle:
+        return {row["student_id"]: float(row["score"]) for row in csv.DictReader(handle)}
+
+
+@functools.lru_cache
+def _gradebook(course: Path, student: str) -> dict[str, float]:
+    """Points per grade cell, read with nbgrader's own API."""
+    script = (
+        "import json, sys\n"
+        "from nbgrader.api import Gradebook\n"
+        "with Gradebook('sqlite:///gradebook.db') as gb:\n"
+        "    nb = gb.find_submission_notebook('attention', 'attention', sys.argv[1])\n"
+        "    print(json.dumps({g.name: g.score for g in nb.grades}))\n"
+    )
+    out = _run([sys.executable, "-c", script, student], course, _env(course.parent))
+    return json.loads(out.strip().splitlines()[-1])
+
+
+# -- the build ------------------------------------------------------------------------------------
+def test_build_is_byte_deterministic(tmp_path: Path) -> None:
+    first, second = tmp_path / "a", tmp_path / "b"
+    notebook.build(first)
+    notebook.build(second)
+    files = sorted(p.relative_to(first) for p in first.rglob("*") if p.is_file())
+    assert [str(f) for f in files] == sorted(notebook.render())
+    for relative in files:
+        assert (first / relative).read_bytes() == (second / relative).read_bytes()
+    assert notebook.build(first) == []  # nothing is stale after a build
+
+
+def test_answer_cells_hold_each_solution_file_whole() -> None:
+    cells = _cells(notebook.notebook())
+    for name in EXERCISE_NAMES:
+        text = (SOLUTIONS / f"{name}.py").read_text()
+        cell = _source(cells[name])
+        assert cell.startswith(f"%%exercise {name}\n")
+        assert cells[name]["metadata"]["nbgrader"]["solution"] is True
+        _, body, imports = notebook.split_solution(text)
+        assert body.rstrip("\n") == cell.split("\n", 1)[1]
+        solution_lines = [s for s in text.splitlines() if BEGIN.match(s) or END.match(s)]
+        assert solution_lines and all(line in cell.splitlines() for line in solution_lines)
+        for line in imports:  # left out of the cell, put back in the saved file
+            assert line not in cell and line in kernel.exercise_file(name, cell.split("\n", 1)[1])
+
+
+def test_points_add_up_to_the_rubric() -> None:
+    cells = _cells(notebook.notebook())
+    for name in EXERCISE_NAMES:
+        points = sum(cells[g]["metadata"]["nbgrader"].get("points", 0)
+                     for g in (f"{name}_tests", f"{name}_hidden_tests") if g in cells)
+        assert points == BY_NAME[name].points
+        hidden = cells.get(f"{name}_hidden_tests")
+        assert (hidden is not None) == any(c.hidden for c in checks_for(name))
+        if hidden is not None:
+            assert "### BEGIN HIDDEN TESTS" in _source(hidden)
+            assert "hidden=True" not in _source(cells[f"{name}_tests"])
+
+
+def test_saved_file_keeps_the_cells_line_numbers() -> None:
+    body = "import numpy as np\n\ndef causal_mask(t):\n    return softmax(np.ones(t))\n"
+    saved = kernel.exercise_file("attention", body).splitlines()
+    assert saved[0].startswith("from .softmax import softmax  #")
+    assert saved[1:] == body.splitlines()  # cell line n (the magic is line 1) is file line n
+    mine = "def softmax(x):\n    return x\n\ndef f():\n    return softmax(1)\n"
+    assert kernel.exercise_file("attention", mine).splitlines()[0].startswith("#")
+
+
+# -- the release ----------------------------------------------------------------------------------
+def test_release_holds_no_solution_code_and_no_hidden_test(course: Path) -> None:
+    release = (course / RELEASE).read_text()
+    cells = _cells(json.loads(release))
+    for name in EXERCISE_NAMES:
+        inside, outside, answer = set(), set(), False
+        for line in (SOLUTIONS / f"{name}.py").read_text().splitlines():
+            if BEGIN.match(line) or END.match(line):
+                answer = not answer
+            elif line.strip():
+                (inside if answer else outside).add(line.strip())
+        answer_lines = {line.strip() for line in _source(cells[name]).splitlines()}
+        assert not (inside - outside) & answer_lines, name
+        assert "raise NotImplementedError()" in answer_lines
+    assert "BEGIN HIDDEN TESTS" not in release and "hidden=True" not in release
+    assert "BEGIN SOLUTION" not in release
+
+
+def test_release_visible_tests_run_without_the_answer_key(course: Path) -> None:
+    executed = _cells(_read(course.parent / "no-key/student.ipynb"))
+    for cell in executed.values():
+        assert not [o for o in cell.get("outputs", []) if o["output_type"] == "error"]
+    for name in EXERCISE_NAMES:
+        visible = executed[f"{name}_tests"]
+        results = [o for o in visible["outputs"] if o["output_type"] == "execute_result"]
+        assert results, name
+        points = visible["metadata"]["nbgrader"]["points"] if name in NO_KEY_ANSWERED else 0
+        assert "".join(results[0]["data"]["text/plain"]) == str(points), name
+
+
+# -- autograding ----------------------------------------------------------------------------------
+def test_answer_key_scores_100_and_untouched_release_0(course: Path) -> None:
+    scores = _csv_scores(course)
+    assert scores["key"] == 100.0
+    assert scores["untouched"] == 0.0
+
+
+def test_notebook_earns_what_the_same_files_earn(course: Path) -> None:
+    by_files = _read(course.parent / "files.json")["extra_data"]["exercises"]
+    cells = _gradebook(course, "two_wrong")
+    by_notebook = {
+        n: cells[f"{n}_tests"] + cells.get(f"{n}_hidden_tests", 0.0) for n in EXERCISE_NAMES
+    }
+    assert by_notebook == {n: float(by_files[n]["score"]) for n in EXERCISE_NAMES}
+    for name, _, _ in MISTAKES:  # the mistakes cost points, and only their own exercise's
+        assert 0 < by_files[name]["score"] < BY_NAME[name].points
+    assert _csv_scores(course)["two_wrong"] == sum(by_notebook.values())
+
+
+def test_editing_locked_test_cells_gains_nothing(course: Path) -> None:
+    cells = _gradebook(course, "two_wrong")
+    graded = _cells(_read(course / "autograded/two_wrong/attention/attention.ipynb"))
+    for name in TAMPERED:
+        assert cells[f"{name}_tests"] < graded[f"{name}_tests"]["metadata"]["nbgrader"]["points"]
+        assert _source(graded[f"{name}_tests"]).rstrip().endswith(f'score("{name}")')
+
+
+# -- the kernel side, in this process -----------------------------------------------------------
+def test_answer_cell_that_never_ends_is_stopped_and_still_saved(monkeypatch) -> None:
+    monkeypatch.setattr(kernel, "RUN_TIMEOUT", 0.2)
+    cell = "def split_heads(x, n_head):\n    return x\n\nwhile True:\n    pass\n"
+    with pytest.raises(TimeoutError):
+        kernel.run_exercise_cell("heads", cell, {})
+    saved = kernel._kernel().folder / "heads.py"
+    assert saved.read_text() == kernel.exercise_file("heads", cell)
+
+
+def test_hidden_score_refuses_to_run_without_the_answer_key(monkeypatch, tmp_path: Path) -> None:
+    _, body, _ = notebook.split_solution((SOLUTIONS / "softmax.py").read_text())
+    namespace: dict = {}
+    kernel.run_exercise_cell("softmax", body, namespace)
+    assert callable(namespace["softmax"])
+    monkeypatch.setenv(kernel.KEY_ENV, str(tmp_path))
+    assert kernel.score("softmax") == sum(c.points for c in checks_for("softmax", hidden=False))
+    with pytest.raises(RuntimeError, match="answer key is not here"):
+        kernel.score("softmax", hidden=True)
+
+
+def test_answer_files_are_the_files_the_magic_saves(tmp_path: Path) -> None:
+    path = tmp_path / "attention.ipynb"
+    path.write_text(json.dumps(notebook.notebook()))
+    written = notebook.answer_files(path, tmp_path / "files")
+    assert sorted(p.name for p in written) == sorted(f"{n}.py" for n in EXERCISE_NAMES)
+    for name in EXERCISE_NAMES:
+        _, body, _ = notebook.split_solution((SOLUTIONS / f"{name}.py").read_text())
+        saved = (tmp_path / "files" / f"{name}.py").read_text()
+        assert saved == kernel.exercise_file(name, body.rstrip("\n"))
+    assert saved.startswith("# kv_cache.py")
+    assert (tmp_path / "files/attention.py").read_text().startswith("from .softmax import")
