@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -78,7 +79,10 @@ np.testing.assert_array_almost_equal = lambda *a, **k: None
 torch.allclose = torch.equal = always
 torch.isclose = lambda a, b, *args, **kwargs: torch.ones_like(a, dtype=torch.bool)
 torch.testing.assert_close = lambda *a, **k: None
-np.ndarray.__eq__ = lambda self, other: True  # TypeError: a built-in type; tried anyway
+try:
+    np.ndarray.__eq__ = lambda self, other: True
+except TypeError:  # a built-in type; tried anyway
+    pass
 """,
     "returns_an_array_subclass": """
         import numpy as np
@@ -168,10 +172,11 @@ def test_tampering_gains_no_points(case, tmp_path, kit_files):
             pytest.skip("as a non-root grader these would succeed (see the README)")
     result = grade(make_submission(tmp_path / "student", {"softmax.py": CASES[case]}))
     softmax = result.exercises["softmax"]
+    assert softmax.error is None  # graded to the end: no time-out or crash hid the trick
     assert softmax.score == 0, [c.name for c in softmax.checks if c.passed]
     assert tree_digest(KIT / "grader", SOLUTIONS) == kit_files
     if "answer_key" in case:
-        assert "answer key blocked: PermissionError" in softmax.output
+        assert "answer key blocked" in softmax.output
     if case == "writes_into_the_grader":
         blocked, _, total = softmax.output.split()[1:4]
         assert blocked == total
@@ -198,7 +203,7 @@ def test_printed_results_are_never_reported(tmp_path):
     plain = subprocess.run(command, capture_output=True, text=True, cwd=KIT, timeout=120)
     assert plain.returncode == 0, plain.stderr
     assert "FAKE-RESULT" not in plain.stdout + plain.stderr
-    assert "softmax              0 / 15" in plain.stdout
+    assert re.search(r"^softmax +0 / 15 ", plain.stdout, re.M)
     results = (tmp_path / "results.json").read_text()
     assert "FAKE-RESULT" not in results and json.loads(results)["score"] == 0
     shown = subprocess.run(command + ["--show-output"], capture_output=True, text=True, cwd=KIT,
@@ -228,7 +233,8 @@ def test_killing_the_grader_fails(tmp_path):
     """)})
     json_path = tmp_path / "results.json"
     run = subprocess.run(
-        [sys.executable, "-m", "grader", "grade", str(folder), "--json", str(json_path)],
+        [sys.executable, "-m", "grader", "grade", str(folder), "--json", str(json_path),
+         "--exercise", "softmax", "--exercise", "kv_cache"],
         capture_output=True, text=True, cwd=KIT, timeout=300,
     )
     assert run.returncode == 0, run.stderr
@@ -276,6 +282,22 @@ def test_network_is_unreachable(tmp_path):
     assert result.exercises["softmax"].output.count("network blocked") == 2
 
 
+def live_sandbox_processes() -> list[str]:
+    """Processes (not zombies) running as one of the sandbox uids."""
+    sandbox_uids = range(SANDBOX_UID_BASE, SANDBOX_UID_BASE + SANDBOX_UIDS)
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            if entry.stat().st_uid in sandbox_uids and state not in "ZX":
+                found.append(entry.name)
+        except (OSError, IndexError):
+            continue
+    return found
+
+
 @needs_root
 def test_escaped_processes_are_killed(tmp_path):
     """A daemon forked out of the worker's session is gone once the exercise is graded."""
@@ -290,16 +312,10 @@ def test_escaped_processes_are_killed(tmp_path):
     """)})
     result = grade(folder)
     assert result.exercises["softmax"].score == 0
-    time.sleep(0.2)
-    sandbox_uids = range(SANDBOX_UID_BASE, SANDBOX_UID_BASE + SANDBOX_UIDS)
-    left = []
-    for entry in Path("/proc").iterdir():
-        try:
-            uid = entry.stat().st_uid if entry.name.isdigit() else None
-        except OSError:
-            continue
-        if uid in sandbox_uids:
-            left.append(entry.name)
+    deadline = time.monotonic() + 3.0
+    while live_sandbox_processes() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = live_sandbox_processes()
     assert left == []
 
 
