@@ -6,7 +6,7 @@ SUBMISSION ?= exercises
 CORE := $(VENV)/.installed-core
 DEV := $(VENV)/.installed-dev
 
-.PHONY: grade answer-key test bench stubs clean
+.PHONY: grade answer-key test bench stubs clean handout gradescope
 
 $(CORE): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -30,13 +30,21 @@ answer-key: $(CORE)
 test: $(DEV)
 	$(PY) -m pytest -q
 
-## bench: grading time as a ratio to `python -c "import torch"`, measured in the same run
+## bench: grading time as a ratio to `python -c "import torch"`, then a class of 200 (batch)
 bench: $(CORE)
 	$(PY) -m grader.bench
 
 ## stubs: regenerate exercises/ from solutions/
 stubs: $(CORE)
 	$(PY) -m grader stubs
+
+## handout: the student's copy in dist/handout/ (stubs, public grader, Makefile, README)
+handout: $(CORE)
+	$(PY) -m grader.handout
+
+## gradescope: dist/gradescope-autograder.zip (setup.sh, run_autograder, grader, answer key)
+gradescope: $(CORE)
+	$(PY) -m grader.gradescope build
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .hypothesis
