@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from submission_tools import KIT, SOLUTIONS, make_submission
+from submission_tools import KIT, make_submission
 
 EXERCISES = KIT / "exercises"
 
@@ -61,4 +61,3 @@ def test_batch_grades_every_student_and_reruns_identically(tmp_path):
     assert second.returncode == 0, second.stderr
     for name in ["grades.csv", *(f"json/{f}" for f in json_files)]:
         assert (tmp_path / "first" / name).read_bytes() == (tmp_path / "second" / name).read_bytes()
-    assert SOLUTIONS.is_dir()

@@ -42,7 +42,7 @@ def built(tmp_path_factory):
     return handout.build(tmp_path_factory.mktemp("dist") / "handout")
 
 
-def test_every_solution_region_is_found(tmp_path):
+def test_every_solution_region_is_found():
     assert len(solution_bodies()) >= 6
     assert all(body for _, body in solution_bodies())
 
