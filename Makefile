@@ -7,7 +7,7 @@ COURSE ?= build/nbgrader
 CORE := $(VENV)/.installed-core
 DEV := $(VENV)/.installed-dev
 
-.PHONY: grade answer-key test bench stubs nbgrader clean
+.PHONY: grade answer-key test bench stubs nbgrader handout gradescope clean
 
 $(CORE): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -32,7 +32,7 @@ test: $(DEV)
 	$(PY) -m pytest -q
 
 ## bench: grading time as a ratio to `python -c "import torch"`, measured in the same run;
-##        seconds per notebook for `nbgrader autograde` next to seconds per submission
+##        seconds per notebook for `nbgrader autograde`; then a class of 200 (batch)
 bench: $(DEV)
 	$(PY) -m grader.bench
 
@@ -43,6 +43,14 @@ stubs: $(CORE)
 ## nbgrader: write the nbgrader course folder $(COURSE) (config + source/attention/attention.ipynb)
 nbgrader: $(DEV)
 	$(PY) -m grader.notebook build $(COURSE)
+
+## handout: the student's copy in dist/handout/ (stubs, public grader, Makefile, README)
+handout: $(CORE)
+	$(PY) -m grader.handout
+
+## gradescope: dist/gradescope-autograder.zip (setup.sh, run_autograder, grader, answer key)
+gradescope: $(CORE)
+	$(PY) -m grader.gradescope build
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .hypothesis

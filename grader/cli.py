@@ -28,6 +28,20 @@ def _grade(args: argparse.Namespace) -> int:
     return 0
 
 
+def _batch(args: argparse.Namespace) -> int:
+    from . import batch, engine
+
+    limits = Limits(timeout=args.timeout, memory=int(args.memory * GiB))
+    rows = batch.run(args.dir, jobs=args.jobs, limits=limits,
+                     key_folder=None if args.no_key else engine.DEFAULT_KEY)
+    batch.write_csv(rows, args.csv)
+    if args.json_dir:
+        batch.write_json(rows, args.json_dir)
+    graded = sum(row.status == "graded" for row in rows)
+    print(f"{graded} of {len(rows)} submissions graded; wrote {args.csv}", file=sys.stderr)
+    return 0
+
+
 def _stubs(args: argparse.Namespace) -> int:
     from . import stubs
 
@@ -52,6 +66,19 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--show-output", action="store_true",
                        help="show what the submission printed (instructor view)")
     grade.set_defaults(func=_grade)
+    many = sub.add_parser("batch", help="grade every submission folder under DIR into a CSV")
+    many.add_argument("dir", help="a folder holding one submission folder per student")
+    many.add_argument("--csv", required=True, metavar="FILE", help="write the scores here")
+    many.add_argument("--json-dir", metavar="DIR",
+                      help="also write <student>.json per student (instructor view)")
+    many.add_argument("--jobs", type=int, default=None,
+                      help="submissions graded at once (default: the number of CPUs)")
+    many.add_argument("--timeout", type=float, default=60.0,
+                      help="wall seconds per exercise (default 60)")
+    many.add_argument("--memory", type=float, default=4.0,
+                      help="GiB a worker may allocate (default 4)")
+    many.add_argument("--no-key", action="store_true", help="ignore solutions/ even if present")
+    many.set_defaults(func=_batch)
     stubs = sub.add_parser("stubs", help="regenerate exercises/ from solutions/")
     stubs.set_defaults(func=_stubs)
     return parser

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import faulthandler
+import fcntl
 import json
 import os
 import pwd
@@ -48,7 +49,8 @@ FILE_CAP = 16 << 20  # bytes a worker may write to any one file, its captured ou
 PRELOAD = (
     "math cmath functools itertools operator typing collections dataclasses fractions "
     "decimal statistics random copy numbers enum abc contextlib warnings string re time "
-    "inspect cProfile einops numpy.linalg numpy.fft torch torch.nn torch.nn.functional"
+    "inspect cProfile einops numpy.linalg numpy.fft torch torch.nn torch.nn.functional "
+    "encodings.idna"
 ).split()
 
 
@@ -100,13 +102,84 @@ class WorkerLost(BaseException):
         super().__init__(reason)
 
 
+# When grading as root, each live worker runs as its own uid, SANDBOX_UID_BASE + n, claimed
+# with a lock file, so that no student can signal or read another's worker (parallel batch
+# grading) and whatever a worker leaves behind can be found by uid and killed. A uid that
+# belongs to a real account is skipped; `nobody` is the fallback when none can be claimed.
+SANDBOX_UID_BASE = 64000
+SANDBOX_UIDS = 1000
+NPROC_LIMIT = 256  # processes and threads one sandbox uid may hold (a fork bomb stops here)
+
+
 def unprivileged_user() -> pwd.struct_passwd | None:
+    """`nobody` when grading as root (student code must not run as root), else None."""
     if os.geteuid() != 0:
         return None
     try:
         return pwd.getpwnam("nobody")
     except KeyError:
         return None
+
+
+def claim_sandbox_user(fallback: pwd.struct_passwd) -> tuple[pwd.struct_passwd, int | None]:
+    """A uid no other live worker on this machine uses, and the lock fd that holds it."""
+    folder = Path(tempfile.gettempdir()) / "attention-kit-uids"
+    with contextlib.suppress(OSError):
+        folder.mkdir(mode=0o700, exist_ok=True)
+    for n in range(SANDBOX_UIDS):
+        uid = SANDBOX_UID_BASE + n
+        try:
+            pwd.getpwuid(uid)
+            continue  # a real account
+        except KeyError:
+            pass
+        try:
+            fd = os.open(folder / f"{uid}.lock", os.O_CREAT | os.O_RDWR, 0o600)
+        except OSError:
+            break
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue
+        kill_user_processes(uid)  # leftovers of a grader that died before sweeping
+        user = pwd.struct_passwd(
+            ("attention-kit", "x", uid, fallback.pw_gid, "", "/", "/bin/false")
+        )
+        return user, fd
+    return fallback, None
+
+
+def kill_user_processes(uid: int) -> int:
+    """SIGKILL every process whose real uid is ``uid`` (what a worker left behind). Returns how
+    many were signalled. Only ever called for a dedicated sandbox uid, never for `nobody`."""
+    signalled = 0
+    for _ in range(10):  # a process may fork while we scan: go again until none is left
+        found = 0
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                with open(f"/proc/{entry}/status") as status:
+                    for line in status:
+                        if line.startswith("Uid:"):
+                            if int(line.split()[1]) == uid:
+                                os.kill(int(entry), signal.SIGKILL)
+                                found += 1
+                            break
+        signalled += found
+        if not found:
+            break
+    return signalled
+
+
+def _close_inherited(keep: int) -> None:
+    """Close every descriptor a forked worker inherited except stdio and its socket, so the
+    student's code cannot write to the grader's terminal, files or other workers' sockets."""
+    limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    limit = limit if 0 < limit < (1 << 20) else 65536
+    os.closerange(3, keep)
+    os.closerange(keep + 1, limit)
 
 
 def default_method() -> str:
@@ -141,6 +214,7 @@ def _restrict(limits: Limits, user: pwd.struct_passwd | None, workdir: str) -> N
             _block_sockets()
     if user is not None:
         _expose_interpreter()
+        resource.setrlimit(resource.RLIMIT_NPROC, (NPROC_LIMIT, NPROC_LIMIT))
         os.setgroups([])
         os.setgid(user.pw_gid)
         os.setuid(user.pw_uid)
@@ -258,6 +332,9 @@ class Sandbox:
         self.user = None if trusted or not limits.drop_privileges else unprivileged_user()
         if self.method == "spawn" and self.user and not _readable_by_others(sys.executable):
             self.user = None  # the interpreter itself is out of reach for `nobody`
+        self._uid_lock: int | None = None
+        if self.user is not None:
+            self.user, self._uid_lock = claim_sandbox_user(self.user)
         self.config = {"folder": str(self.folder), "exercise": exercise, "package": package}
         self._output = tempfile.TemporaryFile()
         self._process: subprocess.Popen | None = None
@@ -289,6 +366,7 @@ class Sandbox:
             os.dup2(self._output.fileno(), 2)
             sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
             sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
+            _close_inherited(child.fileno())
             faulthandler.enable(file=sys.stderr)  # a crash's traceback goes to the capture
             for name in PRELOAD:
                 with contextlib.suppress(Exception):
@@ -397,6 +475,11 @@ class Sandbox:
             self._reaped = True
             if self._process is not None:
                 self._process.returncode = -1
+        if self._uid_lock is not None and self.user is not None:
+            # Processes that escaped the worker's session (setsid, double fork) go too.
+            kill_user_processes(self.user.pw_uid)
+            os.close(self._uid_lock)
+            self._uid_lock = None
         self.closed = True
         self._sock.close()
 

@@ -9,8 +9,12 @@ from . import report_bonus
 from .engine import SubmissionResult
 
 
-def to_json(result: SubmissionResult) -> dict[str, Any]:
-    """Gradescope's results.json: score, tests[], extra_data.exercises.<name>."""
+def to_json(result: SubmissionResult, *, include_output: bool = False) -> dict[str, Any]:
+    """Gradescope's results.json: score, tests[], extra_data.exercises.<name>.
+
+    ``include_output`` adds what the student's code printed (capped) under
+    ``instructor.output``: only for files instructors alone read, never for Gradescope.
+    """
     tests = []
     for exercise in result.exercises.values():
         for c in exercise.checks:
@@ -28,7 +32,7 @@ def to_json(result: SubmissionResult) -> dict[str, Any]:
         name: {"score": e.score, "max_score": e.max_score, "misconceptions": list(e.misconceptions)}
         for name, e in result.exercises.items()
     }
-    return {
+    data: dict[str, Any] = {
         "score": result.score,
         "tests": tests,
         "extra_data": {
@@ -38,6 +42,12 @@ def to_json(result: SubmissionResult) -> dict[str, Any]:
             "hidden_points_not_graded": result.hidden_points_skipped,
         },
     }
+    if include_output:
+        data["instructor"] = {
+            "output": {n: e.output for n, e in result.exercises.items() if e.output},
+            "errors": {n: e.error for n, e in result.exercises.items() if e.error},
+        }
+    return data
 
 
 def dump_json(result: SubmissionResult, path: str) -> None:

@@ -1,0 +1,34 @@
+"""Building test submissions: the answer key with some files replaced, and file hashes.
+
+Imported by the tests as a plain module (pytest puts tests/ on sys.path)."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import textwrap
+from pathlib import Path
+
+KIT = Path(__file__).resolve().parent.parent
+SOLUTIONS = KIT / "solutions"
+
+
+def make_submission(folder: Path, files: dict[str, str], *, base: Path | None = SOLUTIONS) -> Path:
+    """A submission folder: every exercise copied from ``base``, then ``files`` written over."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if base is not None:
+        for source in base.glob("*.py"):
+            shutil.copyfile(source, folder / source.name)
+    for name, text in files.items():
+        (folder / name).write_text(textwrap.dedent(text))
+    return folder
+
+
+def tree_digest(*roots: Path) -> dict[str, str]:
+    """sha256 of every file under ``roots`` (caches included), keyed by path."""
+    digests = {}
+    for root in roots:
+        for path in sorted(root.rglob("*")):
+            if path.is_file():
+                digests[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return digests

@@ -1,0 +1,55 @@
+"""The Gradescope bundle: run_autograder on a simulated /autograder tree writes valid JSON."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import zipfile
+
+from grader import gradescope
+from submission_tools import KIT, SOLUTIONS
+
+TEST_KEYS = {"name", "score", "max_score", "status", "output", "tags", "visibility"}
+
+
+def test_run_autograder_writes_gradescope_results(tmp_path):
+    bundle = gradescope.build(tmp_path / "autograder.zip")
+    root = tmp_path / "autograder"
+    with zipfile.ZipFile(bundle) as archive:
+        names = archive.namelist()
+        archive.extractall(root / "source")
+        for info in archive.infolist():  # extractall drops the mode bits
+            os.chmod(root / "source" / info.filename, info.external_attr >> 16 & 0o777)
+    assert {"setup.sh", "run_autograder", "solutions/softmax.py",
+            "grader/checks/hidden.py"} <= set(names)
+    assert os.stat(root / "source" / "run_autograder").st_mode & stat.S_IXUSR
+    shutil.copy2(root / "source" / "run_autograder", root / "run_autograder")
+    upload = root / "submission" / "exercises"  # a student who uploaded the whole folder
+    shutil.copytree(KIT / "exercises", upload)
+    shutil.copyfile(SOLUTIONS / "kv_cache.py", upload / "kv_cache.py")
+    env = {**os.environ, "AUTOGRADER_ROOT": str(root), "AUTOGRADER_PYTHON": sys.executable}
+    run = subprocess.run([str(root / "run_autograder")], env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    results = json.loads((root / "results" / "results.json").read_text())
+    assert results["score"] == 15
+    assert results["stdout_visibility"] == "hidden"
+    assert results["extra_data"]["answer_key_present"] is True
+    assert results["tests"] and all(set(t) == TEST_KEYS for t in results["tests"])
+    visibility = {t["name"]: t["visibility"] for t in results["tests"]}
+    assert visibility["kv_cache: test_kv_cache_matches_answer_key"] == "after_published"
+    assert set(visibility.values()) == {"visible", "after_published"}
+    assert sum(t["max_score"] for t in results["tests"]) == 100
+    assert sum(t["score"] for t in results["tests"]) == 15
+
+
+def test_empty_submission_still_gets_results(tmp_path):
+    root = tmp_path / "autograder"
+    (root / "submission").mkdir(parents=True)
+    assert gradescope.main(["run", "--root", str(root)]) == 0
+    results = json.loads((root / "results" / "results.json").read_text())
+    assert results["score"] == 0 and "No exercise files found" in results["output"]

@@ -1,0 +1,81 @@
+"""The student handout: no solution code in it, and grading works from a fresh copy."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from grader import handout
+from grader.registry import checks_for
+from submission_tools import SOLUTIONS
+
+REGION = re.compile(r"^[ \t]*### BEGIN SOLUTION[ \t]*\n(.*?)^[ \t]*### END SOLUTION", re.M | re.S)
+
+
+def normalize(text: str) -> str:
+    """Each line stripped, blank lines dropped: indentation and spacing cannot hide a copy."""
+    return "\n".join(line.strip() for line in text.splitlines() if line.strip())
+
+
+def solution_bodies() -> list[tuple[str, str]]:
+    bodies = []
+    for path in sorted(SOLUTIONS.glob("*.py")):
+        for index, body in enumerate(REGION.findall(path.read_text())):
+            bodies.append((f"{path.name}#{index}", normalize(body)))
+    return bodies
+
+
+def leaks(folder: Path) -> list[str]:
+    texts = {str(p): normalize(p.read_text(errors="replace"))
+             for p in sorted(folder.rglob("*")) if p.is_file()}
+    return [f"{name} in {where}" for name, body in solution_bodies()
+            for where, text in texts.items() if body in text]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    return handout.build(tmp_path_factory.mktemp("dist") / "handout")
+
+
+def test_every_solution_region_is_found():
+    assert len(solution_bodies()) >= 6
+    assert all(body for _, body in solution_bodies())
+
+
+def test_handout_holds_no_solution_body(built):
+    assert leaks(built) == []
+    assert not (built / "solutions").exists()
+    assert not (built / "grader" / "checks" / "hidden.py").exists()
+    assert sorted(p.name for p in (built / "exercises").iterdir()) == sorted(
+        p.name for p in SOLUTIONS.glob("*.py"))
+
+
+def test_leak_search_finds_a_planted_body(built, tmp_path):
+    copy = shutil.copytree(built, tmp_path / "copy")
+    name, body = solution_bodies()[0]
+    (copy / "grader" / "helpers.py").write_text("def f():\n        " + body.replace("\n", "\n    "))
+    assert leaks(copy) == [f"{name} in {copy / 'grader' / 'helpers.py'}"]
+
+
+def test_handout_grades_from_a_fresh_copy(built, tmp_path):
+    copy = shutil.copytree(built, tmp_path / "copy")
+    for path in SOLUTIONS.glob("*.py"):  # a student who got everything right
+        shutil.copyfile(path, copy / "exercises" / path.name)
+    run = subprocess.run([sys.executable, "-m", "grader", "grade", "exercises"], cwd=copy,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    hidden = sum(c.points for name in handout_exercises() for c in checks_for(name) if c.hidden)
+    assert hidden > 0
+    assert re.search(rf"^total +{100 - hidden} / {100 - hidden}$", run.stdout, re.M), run.stdout
+    assert f"{hidden} more points come from hidden checks" in run.stdout
+
+
+def handout_exercises() -> tuple[str, ...]:
+    from grader.exercises import EXERCISE_NAMES
+
+    return EXERCISE_NAMES
