@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from .diagnose import feedback_line
 from .engine import SubmissionResult
 
 
@@ -73,9 +74,12 @@ def render(result: SubmissionResult, *, show_output: bool = False) -> str:
         if e.error:
             lines.append(f"Not graded: {e.error}")
             continue
+        # A diagnosis is shown once, above the checks (each check's JSON output carries it too).
+        hints = [feedback_line(m) for m in e.misconceptions]
+        lines += hints
         for c in failing:
             lines.append(f"-- {c.name} ({c.points}/{c.max_points})")
-            lines += ["   " + line for line in c.feedback.splitlines()]
+            lines += ["   " + line for line in c.feedback.splitlines() if line not in hints]
     if show_output:
         for name, e in result.exercises.items():
             if e.output.strip():
