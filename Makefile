@@ -6,7 +6,7 @@ SUBMISSION ?= exercises
 CORE := $(VENV)/.installed-core
 DEV := $(VENV)/.installed-dev
 
-.PHONY: grade answer-key test bench stubs clean
+.PHONY: grade answer-key test bench stubs zoo clean
 
 $(CORE): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,10 @@ test: $(DEV)
 ## bench: grading time as a ratio to `python -c "import torch"`, measured in the same run
 bench: $(CORE)
 	$(PY) -m grader.bench
+
+## zoo: grade the bug zoo (tests/zoo) and print the entry x exercise matrix
+zoo: $(CORE)
+	$(PY) tests/zoo/matrix.py
 
 ## stubs: regenerate exercises/ from solutions/
 stubs: $(CORE)

@@ -227,10 +227,8 @@ def probe_split_scrambled(student) -> bool:
 
 # -- mha --------------------------------------------------------------------------------------
 D_MODEL, N_HEAD = 4, 2
-MHA_STATE = {f"{name}.weight": 0.8 * _grid(D_MODEL, D_MODEL)[::step]
-             for name, step in (("wq", 1), ("wk", -1), ("wv", 1), ("wo", -1))}
-MHA_STATE["wv.weight"] = MHA_STATE["wv.weight"].T.copy()
-MHA_STATE["wo.weight"] = MHA_STATE["wo.weight"].T.copy()
+MHA_STATE = {f"{name}.weight": 0.8 * np.cos(0.7 * np.arange(16.0) + 1.3 * i).reshape(4, 4)
+             for i, name in enumerate(("wq", "wk", "wv", "wo"))}
 MHA_X = 1.5 * _grid(1, 3, D_MODEL)
 
 
@@ -240,7 +238,9 @@ def _mha(x, mask=None, *, scale_width=None, split="ok", merge="ok", average=Fals
     d = c // h
 
     def heads(p):  # (B, T, C) -> (B, H, T, D), or the scrambled straight reshape
-        return p.reshape(b, h, t, d) if split == "scrambled" else p.reshape(b, t, h, d).swapaxes(1, 2)
+        if split == "scrambled":
+            return p.reshape(b, h, t, d)
+        return p.reshape(b, t, h, d).swapaxes(1, 2)
 
     q, k, v = (heads(x @ s[f"{n}.weight"].T) for n in ("wq", "wk", "wv"))
     q = q * np.sqrt(d / (scale_width or d))  # _attention divides by sqrt(d)
@@ -269,7 +269,8 @@ def probe_mha_mask_polarity(student) -> bool:
 
 
 def probe_mha_split_scrambled(student) -> bool:
-    return any(_mha_matches(student, split="scrambled", merge=merge) for merge in ("ok", "scrambled"))
+    merges = ("ok", "scrambled")  # with the matching merge, or with the straight one
+    return any(_mha_matches(student, split="scrambled", merge=merge) for merge in merges)
 
 
 def probe_mha_scale_by_d_model(student) -> bool:
