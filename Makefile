@@ -7,7 +7,7 @@ COURSE ?= build/nbgrader
 CORE := $(VENV)/.installed-core
 DEV := $(VENV)/.installed-dev
 
-.PHONY: grade answer-key test bench stubs nbgrader handout gradescope clean
+.PHONY: grade answer-key test bench stubs zoo nbgrader handout gradescope clean
 
 $(CORE): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,10 @@ test: $(DEV)
 ##        seconds per notebook for `nbgrader autograde`; then a class of 200 (batch)
 bench: $(DEV)
 	$(PY) -m grader.bench
+
+## zoo: grade the bug zoo (tests/zoo) and print the entry x exercise matrix
+zoo: $(CORE)
+	$(PY) tests/zoo/matrix.py
 
 ## stubs: regenerate exercises/ from solutions/
 stubs: $(CORE)

@@ -20,6 +20,7 @@ import torch
 from hypothesis.errors import Flaky
 
 from . import assertions
+from .diagnose import diagnose, feedback_line
 from .exercises import BONUS_NAMES, BY_NAME, EXERCISE_NAMES
 from .isolation import Limits, Sandbox, StudentError, WorkerLost, unprivileged_user
 from .registry import Check, Context, checks_for
@@ -201,6 +202,8 @@ def grade_exercise(
 
                 with contextlib.suppress(WorkerLost):
                     result.misconceptions = diagnose_bonus.diagnose(exercise, ctx.student)
+            elif not all(c.passed for c in result.checks):
+                note_misconceptions(result, diagnose(exercise, ctx.student))
         except (_LoadFailed, WorkerLost) as error:
             result.error = getattr(error, "reason", None) or str(error)
             done = {c.name for c in result.checks}
@@ -210,6 +213,15 @@ def grade_exercise(
             result.checks.sort(key=lambda c: [x.name for x in checks].index(c.name))
         result.output = sandbox.output()
     return result
+
+
+def note_misconceptions(result: ExerciseResult, found: list[str]) -> None:
+    """Record the diagnosed mistakes and add their hints to every failing check's feedback."""
+    result.misconceptions = sorted(found)
+    hints = [feedback_line(m) for m in result.misconceptions]
+    for c in result.checks:
+        if hints and not c.passed:
+            c.feedback = "\n".join([c.feedback, *hints])
 
 
 class _LoadFailed(Exception):

@@ -20,6 +20,7 @@ import contextlib
 import ctypes
 import faulthandler
 import fcntl
+import functools
 import json
 import os
 import pwd
@@ -51,6 +52,8 @@ PRELOAD = (
     "decimal statistics random copy numbers enum abc contextlib warnings string re time "
     "inspect cProfile einops numpy.linalg numpy.fft torch torch.nn torch.nn.functional "
     "encodings.idna"
+    # torch's first backward() imports this (and SymPy, mpmath) lazily
+    " torch.fx.experimental.symbolic_shapes"
 ).split()
 
 
@@ -109,6 +112,13 @@ class WorkerLost(BaseException):
 SANDBOX_UID_BASE = 64000
 SANDBOX_UIDS = 1000
 NPROC_LIMIT = 256  # processes and threads one sandbox uid may hold (a fork bomb stops here)
+
+
+@functools.cache
+def _preload() -> None:
+    for name in PRELOAD:
+        with contextlib.suppress(Exception):
+            __import__(name)
 
 
 def unprivileged_user() -> pwd.struct_passwd | None:
@@ -351,6 +361,7 @@ class Sandbox:
         return self._spawn(child)
 
     def _fork(self, child: socket.socket) -> int:
+        _preload()  # once, in the grading process: every forked worker then starts with them
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):
                 stream.flush()
@@ -368,9 +379,6 @@ class Sandbox:
             sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
             _close_inherited(child.fileno())
             faulthandler.enable(file=sys.stderr)  # a crash's traceback goes to the capture
-            for name in PRELOAD:
-                with contextlib.suppress(Exception):
-                    __import__(name)
             _restrict(self.limits, self.user, str(self.folder))
             from . import worker
 

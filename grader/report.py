@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from . import report_bonus
+from .diagnose import feedback_line
 from .engine import SubmissionResult
 
 
@@ -86,9 +87,12 @@ def render(result: SubmissionResult, *, show_output: bool = False) -> str:
         if e.error:
             lines.append(f"Not graded: {e.error}")
             continue
+        # A diagnosis is shown once, above the checks (each check's JSON output carries it too).
+        hints = [feedback_line(m) for m in e.misconceptions]
+        lines += hints
         for c in failing:
             lines.append(f"-- {c.name} ({c.points}/{c.max_points})")
-            lines += ["   " + line for line in c.feedback.splitlines()]
+            lines += ["   " + line for line in c.feedback.splitlines() if line not in hints]
     lines += report_bonus.lines(result, width)
     if show_output:
         for name, e in [*result.exercises.items(), *result.bonus.items()]:

@@ -1,0 +1,103 @@
+"""Diagnosis probes: silent on every correct implementation, harmless when the code misbehaves.
+
+The zoo (test_zoo.py) shows each probe naming its mistake. Here the probes run directly, without
+the engine's "only when a check failed" shortcut, on the answer key and on every correct zoo
+entry: none may name anything.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from zoo.catalog import CORRECT, KEY
+
+from grader.diagnose import MISCONCEPTIONS, PROBES, diagnose, matches
+from grader.engine import copy_submission
+from grader.exercises import EXERCISE_NAMES
+from grader.isolation import Sandbox, StudentError, WorkerLost
+from grader.student import Student
+
+
+def diagnose_file(exercise, path):
+    """Load ``path`` as the exercise in a worker, as the engine does, and probe it."""
+    with tempfile.TemporaryDirectory(prefix="diagnose-") as tmp:
+        os.chmod(tmp, 0o755)  # the worker may run as an unprivileged user
+        staged, folder = Path(tmp) / "staged", Path(tmp) / "submission"
+        staged.mkdir()
+        folder.mkdir()
+        shutil.copyfile(path, staged / f"{exercise}.py")
+        copy_submission(staged, folder)
+        with Sandbox(folder, exercise) as sandbox:
+            sandbox.request("load")
+            student = Student(sandbox, exercise)
+            outcomes = {}
+            for misconception_id, probe in PROBES[exercise]:
+                try:
+                    outcomes[probe.__name__] = probe(student)
+                except StudentError as error:  # a correct submission rejects a fully masked row
+                    outcomes[probe.__name__] = error.info["type"]
+            return diagnose(exercise, student), outcomes
+
+
+def assert_silent(exercise, path):
+    """diagnose() names nothing, and each probe really ran: it answered False, or (only for a
+    fully masked row) the code raised the ValueError the contract asks for."""
+    found, outcomes = diagnose_file(exercise, path)
+    assert found == []
+    for name, outcome in outcomes.items():
+        assert outcome is False or ("fully_masked" in name and outcome == "ValueError"), name
+
+
+def test_every_misconception_has_a_probe_in_each_of_its_exercises():
+    for misconception in MISCONCEPTIONS.values():
+        for exercise in misconception.exercises:
+            probed = [m for m, _ in PROBES[exercise]]
+            assert misconception.id in probed, (misconception.id, exercise)
+
+
+@pytest.mark.parametrize("exercise", EXERCISE_NAMES)
+def test_probes_name_nothing_in_the_answer_key(exercise):
+    assert_silent(exercise, KEY / f"{exercise}.py")
+
+
+@pytest.mark.parametrize("entry", CORRECT, ids=[e.name for e in CORRECT])
+def test_probes_name_nothing_in_a_correct_zoo_entry(entry):
+    assert_silent(entry.exercise, entry.file)
+
+
+class Raising:
+    """A stand-in student whose every call raises ``error``."""
+
+    def __init__(self, error):
+        self.error = error
+        self.calls = 0
+
+    def __getattr__(self, name):
+        def call(*args, **kwargs):
+            self.calls += 1
+            raise self.error
+
+        return call
+
+
+def test_a_raising_submission_is_not_diagnosed():
+    error = StudentError({"type": "RuntimeError", "message": "no", "value_error": False})
+    for exercise in EXERCISE_NAMES:
+        assert diagnose(exercise, Raising(error)) == []
+
+
+def test_a_lost_worker_ends_probing_without_raising():
+    student = Raising(WorkerLost("the worker crashed"))
+    assert diagnose("mha", student) == []
+    assert student.calls == 1
+
+
+def test_matches_requires_same_shape_and_nan_positions():
+    assert matches(np.array([np.nan, 1.0]), np.array([np.nan, 1.0]))
+    assert not matches(np.array([0.5, 1.0]), np.array([np.nan, 1.0]))
+    assert not matches(np.ones((1, 2)), np.ones(2))

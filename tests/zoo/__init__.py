@@ -1,0 +1,1 @@
+"""The bug zoo: wrong and correct implementations the grader is measured against."""

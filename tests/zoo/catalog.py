@@ -1,0 +1,183 @@
+"""The zoo's one catalog: entry -> (exercise, file, expected misconception, wrong or correct).
+
+A zoo submission is a copy of the answer key (``solutions/``) with the entry's file in place of
+one exercise's file. Wrong entries are the key with one small patch, marked by a ``# BUG:``
+comment; correct entries are whole files written in a style unlike the key's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import shutil
+import tempfile
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+ZOO = Path(__file__).resolve().parent
+# The zoo measures what the checks find, not speed: a time limit that a loaded machine could
+# reach would turn a slow grading into a zero.
+LIMITS_TIMEOUT = 900.0
+KEY = ZOO.parent.parent / "solutions"
+
+
+@dataclass(frozen=True)
+class Entry:
+    name: str
+    exercise: str
+    kind: str  # "wrong" or "correct"
+    expect: str | None = None  # the misconception id the grader must name, if the table has one
+
+    @property
+    def file(self) -> Path:
+        return ZOO / self.kind / f"{self.name}.py"
+
+    @property
+    def what(self) -> str:
+        """The entry's one-line description: its ``# BUG:`` comment, or its docstring."""
+        text = self.file.read_text()
+        if "# BUG:" in text:
+            return text.split("# BUG:", 1)[1].splitlines()[0].strip()
+        return text.split('"""', 2)[1].split("\n")[0].strip()
+
+
+def _wrong(name: str, exercise: str, expect: str | None = None) -> Entry:
+    return Entry(name, exercise, "wrong", expect)
+
+
+def _correct(name: str, exercise: str) -> Entry:
+    return Entry(name, exercise, "correct")
+
+
+ENTRIES: tuple[Entry, ...] = (
+    # -- the misconceptions the grader must name -----------------------------------------------
+    _wrong("softmax_overflow", "softmax", "softmax-overflow"),
+    _wrong("softmax_wrong_axis", "softmax", "softmax-wrong-axis"),
+    _wrong("softmax_fully_masked", "softmax", "fully-masked-row"),
+    _wrong("backward_diagonal", "softmax_backward", "softmax-backward-diagonal"),
+    _wrong("attention_causal_diagonal", "attention", "causal-mask-diagonal"),
+    _wrong("attention_mask_after_softmax", "attention", "mask-after-softmax"),
+    _wrong("attention_mask_polarity", "attention", "mask-polarity"),
+    _wrong("attention_fully_masked", "attention", "fully-masked-row"),
+    _wrong("heads_split_scrambled", "heads", "head-split-scrambled"),
+    _wrong("mha_params_grow", "mha", "params-grow-with-heads"),
+    _wrong("mha_scale_by_d_model", "mha", "scale-by-d-model"),
+    _wrong("mha_head_averaged", "mha", "head-averaged-weights"),
+    _wrong("mha_split_scrambled", "mha", "head-split-scrambled"),
+    _wrong("mha_mask_after_softmax", "mha", "mask-after-softmax"),
+    _wrong("mha_mask_polarity", "mha", "mask-polarity"),
+    _wrong("mha_fully_masked", "mha", "fully-masked-row"),
+    _wrong("kv_upper_left", "kv_cache", "kv-cache-upper-left"),
+    # -- wrong in ways the table does not name: caught by the checks, named by nothing -------
+    _wrong("softmax_no_exp", "softmax"),
+    _wrong("softmax_always_float64", "softmax"),
+    _wrong("softmax_accepts_nan", "softmax"),
+    _wrong("softmax_no_dtype_check", "softmax"),
+    _wrong("softmax_epsilon", "softmax"),
+    _wrong("backward_wrong_axis", "softmax_backward"),
+    _wrong("backward_no_shape_check", "softmax_backward"),
+    _wrong("backward_always_float64", "softmax_backward"),
+    _wrong("backward_sign_flipped", "softmax_backward"),
+    _wrong("attention_causal_off_by_one", "attention"),
+    _wrong("attention_causal_no_validation", "attention"),
+    _wrong("attention_scale_by_dk", "attention"),
+    _wrong("attention_keys_as_values", "attention"),
+    _wrong("attention_always_causal", "attention"),
+    _wrong("attention_boolean_index_mask", "attention"),
+    _wrong("attention_mask_cast_to_bool", "attention"),
+    _wrong("attention_torch_no_validation", "attention"),
+    _wrong("heads_merge_no_transpose", "heads"),
+    _wrong("heads_no_validation", "heads"),
+    _wrong("mha_no_output_projection", "mha"),
+    _wrong("mha_bias_ignored", "mha"),
+    _wrong("mha_detached_weights", "mha"),
+    _wrong("mha_always_causal", "mha"),
+    _wrong("mha_mask_2d_only", "mha"),
+    _wrong("mha_no_divisibility_check", "mha"),
+    _wrong("kv_blocks_self", "kv_cache"),
+    _wrong("kv_int_mask", "kv_cache"),
+    _wrong("kv_no_validation", "kv_cache"),
+    # -- correct, in styles unlike the key: never lose a point, never named ------------------
+    _correct("softmax_logsumexp", "softmax"),
+    _correct("softmax_loops_float64", "softmax"),
+    _correct("backward_jacobian_loops", "softmax_backward"),
+    _correct("attention_einsum_float64", "attention"),
+    _correct("heads_slices", "heads"),
+    _correct("mha_nanogpt", "mha"),
+    _correct("kv_cache_tri", "kv_cache"),
+)
+BY_NAME = {e.name: e for e in ENTRIES}
+WRONG = tuple(e for e in ENTRIES if e.kind == "wrong")
+CORRECT = tuple(e for e in ENTRIES if e.kind == "correct")
+NAMED = tuple(e for e in WRONG if e.expect)
+
+
+def build(entry: Entry, folder: Path) -> Path:
+    """Write the entry's submission into ``folder``: the key, with one file replaced."""
+    submission = Path(folder) / entry.name
+    submission.mkdir(parents=True)
+    for path in sorted(KEY.glob("*.py")):
+        shutil.copyfile(path, submission / path.name)
+    shutil.copyfile(entry.file, submission / f"{entry.exercise}.py")
+    return submission
+
+
+@contextlib.contextmanager
+def shrinking(enabled: bool):
+    """Grade with or without Hypothesis's shrink phase.
+
+    A check passes or fails in the generate phase: shrinking only replaces the failing input
+    with a smaller one for the feedback. Points, pass/fail and diagnoses are therefore the same
+    either way, and the zoo, which measures those, skips the phase: shrinking a wrong ``mha``
+    alone takes minutes (thousands of ``mha_case`` draws).
+    """
+    from hypothesis import Phase, settings
+
+    from grader.registry import CHECKS, checks_for
+
+    checks_for("softmax")  # importing the checks registers them all
+    saved = {}
+    if not enabled:
+        for check in CHECKS:
+            current = getattr(check.func, "_hypothesis_internal_use_settings", None)
+            if current is not None:
+                saved[check] = current
+                phases = tuple(p for p in current.phases if p is not Phase.shrink)
+                check.func._hypothesis_internal_use_settings = settings(current, phases=phases)
+    try:
+        yield
+    finally:
+        for check, current in saved.items():
+            check.func._hypothesis_internal_use_settings = current
+
+
+def grade_entry(entry: Entry, exercises: tuple[str, ...] | None = None, *, shrink: bool = False):
+    """Grade the entry's submission: its own exercise by default, or the ones named."""
+    from grader.engine import grade_submission
+    from grader.isolation import Limits
+
+    with tempfile.TemporaryDirectory(prefix="zoo-") as tmp, shrinking(shrink):
+        return grade_submission(build(entry, Path(tmp)), exercises=exercises or (entry.exercise,),
+                                limits=Limits(timeout=LIMITS_TIMEOUT))
+
+
+def grade_key():
+    """The untouched key, every exercise: what a zoo submission's other exercises score."""
+    from grader.engine import grade_submission
+    from grader.isolation import Limits
+
+    with shrinking(False):
+        return grade_submission(KEY, limits=Limits(timeout=LIMITS_TIMEOUT))
+
+
+def grade_many(entries, *, processes: int = 2, exercises: tuple[str, ...] | None = None,
+               shrink: bool = False) -> dict:
+    """Grade each entry's own exercise (or ``exercises``), ``processes`` entries at a time."""
+    if processes <= 1:
+        return {e.name: grade_entry(e, exercises, shrink=shrink) for e in entries}
+    context = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(processes, mp_context=context) as pool:
+        futures = {e.name: pool.submit(grade_entry, e, exercises, shrink=shrink)
+                   for e in entries}
+        return {name: future.result() for name, future in futures.items()}
