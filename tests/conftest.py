@@ -1,28 +1,9 @@
-"""Shared fixtures: submissions built from the answer key with one file changed."""
+"""Shared fixtures. Helpers for building submissions are in ``submission_tools``."""
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
-
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
-SOLUTIONS = ROOT / "solutions"
-EXERCISES = ROOT / "exercises"
-
-
-def make_submission(folder: Path, replace: dict[str, str | None] | None = None) -> Path:
-    """A copy of the answer key in ``folder`` with files replaced (text) or removed (None)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    for source in SOLUTIONS.glob("*.py"):
-        shutil.copy(source, folder / source.name)
-    for name, text in (replace or {}).items():
-        if text is None:
-            (folder / name).unlink()
-        else:
-            (folder / name).write_text(text)
-    return folder
+from submission_tools import SOLUTIONS
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,7 @@
 """Building test submissions: the answer key with some files replaced, and file hashes.
 
-Imported by the tests as a plain module (pytest puts tests/ on sys.path)."""
+Imported by the tests as a plain module (pytest puts tests/ on sys.path); the zoo's
+submissions are built in ``zoo.catalog``."""
 
 from __future__ import annotations
 
@@ -11,16 +12,23 @@ from pathlib import Path
 
 KIT = Path(__file__).resolve().parent.parent
 SOLUTIONS = KIT / "solutions"
+STUBS = KIT / "exercises"
 
 
-def make_submission(folder: Path, files: dict[str, str], *, base: Path | None = SOLUTIONS) -> Path:
-    """A submission folder: every exercise copied from ``base``, then ``files`` written over."""
+def make_submission(
+    folder: Path, files: dict[str, str | None] | None = None, *, base: Path | None = SOLUTIONS
+) -> Path:
+    """A submission folder: every exercise copied from ``base``, then ``files`` written over
+    (a value of None removes that file)."""
     folder.mkdir(parents=True, exist_ok=True)
     if base is not None:
         for source in base.glob("*.py"):
             shutil.copyfile(source, folder / source.name)
-    for name, text in files.items():
-        (folder / name).write_text(textwrap.dedent(text))
+    for name, text in (files or {}).items():
+        if text is None:
+            (folder / name).unlink()
+        else:
+            (folder / name).write_text(textwrap.dedent(text))
     return folder
 
 

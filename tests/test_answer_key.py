@@ -6,8 +6,7 @@ from grader import engine, report
 from grader.exercises import BONUS, EXERCISES, TOTAL_POINTS
 from grader.registry import checks_for
 
-from .conftest import EXERCISES as STUBS
-from .conftest import SOLUTIONS
+from submission_tools import SOLUTIONS, STUBS
 
 
 def test_points_add_up_to_the_rubric():

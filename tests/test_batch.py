@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .submission_tools import KIT, make_submission
+from submission_tools import KIT, make_submission
 
 EXERCISES = KIT / "exercises"
 

@@ -6,7 +6,7 @@ import json
 
 from grader import engine, report
 
-from .conftest import SOLUTIONS, make_submission
+from submission_tools import SOLUTIONS, make_submission
 
 
 def test_two_runs_give_identical_json(tmp_path):

@@ -11,7 +11,7 @@ import sys
 import zipfile
 
 from grader import gradescope
-from .submission_tools import KIT, SOLUTIONS
+from submission_tools import KIT, SOLUTIONS
 
 TEST_KEYS = {"name", "score", "max_score", "status", "output", "tags", "visibility"}
 

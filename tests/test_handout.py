@@ -12,7 +12,7 @@ import pytest
 
 from grader import handout
 from grader.registry import checks_for
-from .submission_tools import SOLUTIONS
+from submission_tools import SOLUTIONS
 
 REGION = re.compile(r"^[ \t]*### BEGIN SOLUTION[ \t]*\n(.*?)^[ \t]*### END SOLUTION", re.M | re.S)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from grader import engine
 from grader.isolation import GiB, Limits
-from .submission_tools import make_submission
+from submission_tools import make_submission
 
 HOSTILE = {
     "softmax_backward.py": """

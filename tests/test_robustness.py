@@ -11,7 +11,8 @@ import pytest
 from grader import engine, report
 from grader.isolation import GiB, Limits
 
-from .conftest import ROOT, SOLUTIONS, make_submission
+from submission_tools import KIT as ROOT
+from submission_tools import SOLUTIONS, make_submission
 
 SOFTMAX = (SOLUTIONS / "softmax.py").read_text()
 

@@ -9,7 +9,8 @@ import pytest
 from grader import stubs
 from grader.exercises import EXERCISE_NAMES
 
-from .conftest import EXERCISES, SOLUTIONS
+from submission_tools import SOLUTIONS
+from submission_tools import STUBS as EXERCISES
 
 
 def test_committed_stubs_are_fresh():

@@ -21,7 +21,7 @@ import pytest
 from grader import engine, report
 from grader.isolation import OUTPUT_CAP, SANDBOX_UID_BASE, SANDBOX_UIDS, Limits
 
-from .submission_tools import KIT, SOLUTIONS, make_submission, tree_digest
+from submission_tools import KIT, SOLUTIONS, make_submission, tree_digest
 
 ROOT = os.geteuid() == 0
 needs_root = pytest.mark.skipif(
