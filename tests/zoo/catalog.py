@@ -7,7 +7,6 @@ comment; correct entries are whole files written in a style unlike the key's.
 
 from __future__ import annotations
 
-import contextlib
 import multiprocessing
 import shutil
 import tempfile
@@ -16,9 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ZOO = Path(__file__).resolve().parent
-# The zoo measures what the checks find, not speed: a time limit that a loaded machine could
-# reach would turn a slow grading into a zero.
-LIMITS_TIMEOUT = 900.0
 KEY = ZOO.parent.parent / "solutions"
 
 
@@ -123,61 +119,21 @@ def build(entry: Entry, folder: Path) -> Path:
     return submission
 
 
-@contextlib.contextmanager
-def shrinking(enabled: bool):
-    """Grade with or without Hypothesis's shrink phase.
-
-    A check passes or fails in the generate phase: shrinking only replaces the failing input
-    with a smaller one for the feedback. Points, pass/fail and diagnoses are therefore the same
-    either way, and the zoo, which measures those, skips the phase: shrinking a wrong ``mha``
-    alone takes minutes (thousands of ``mha_case`` draws).
-    """
-    from hypothesis import Phase, settings
-
-    from grader.registry import CHECKS, checks_for
-
-    checks_for("softmax")  # importing the checks registers them all
-    saved = {}
-    if not enabled:
-        for check in CHECKS:
-            current = getattr(check.func, "_hypothesis_internal_use_settings", None)
-            if current is not None:
-                saved[check] = current
-                phases = tuple(p for p in current.phases if p is not Phase.shrink)
-                check.func._hypothesis_internal_use_settings = settings(current, phases=phases)
-    try:
-        yield
-    finally:
-        for check, current in saved.items():
-            check.func._hypothesis_internal_use_settings = current
-
-
-def grade_entry(entry: Entry, exercises: tuple[str, ...] | None = None, *, shrink: bool = False):
-    """Grade the entry's submission: its own exercise by default, or the ones named."""
+def grade_entry(entry: Entry):
+    """Grade the entry's submission as a student's is graded: all six core exercises, the real
+    grading profile (shrinking included) and the default limits."""
     from grader.engine import grade_submission
-    from grader.isolation import Limits
+    from grader.exercises import EXERCISE_NAMES
 
-    with tempfile.TemporaryDirectory(prefix="zoo-") as tmp, shrinking(shrink):
-        return grade_submission(build(entry, Path(tmp)), exercises=exercises or (entry.exercise,),
-                                limits=Limits(timeout=LIMITS_TIMEOUT))
-
-
-def grade_key():
-    """The untouched key, every exercise: what a zoo submission's other exercises score."""
-    from grader.engine import grade_submission
-    from grader.isolation import Limits
-
-    with shrinking(False):
-        return grade_submission(KEY, limits=Limits(timeout=LIMITS_TIMEOUT))
+    with tempfile.TemporaryDirectory(prefix="zoo-") as tmp:
+        return grade_submission(build(entry, Path(tmp)), exercises=EXERCISE_NAMES)
 
 
-def grade_many(entries, *, processes: int = 2, exercises: tuple[str, ...] | None = None,
-               shrink: bool = False) -> dict:
-    """Grade each entry's own exercise (or ``exercises``), ``processes`` entries at a time."""
+def grade_many(entries, *, processes: int = 2) -> dict:
+    """Grade every entry in full, ``processes`` entries at a time."""
     if processes <= 1:
-        return {e.name: grade_entry(e, exercises, shrink=shrink) for e in entries}
+        return {e.name: grade_entry(e) for e in entries}
     context = multiprocessing.get_context("fork")
     with ProcessPoolExecutor(processes, mp_context=context) as pool:
-        futures = {e.name: pool.submit(grade_entry, e, exercises, shrink=shrink)
-                   for e in entries}
+        futures = {e.name: pool.submit(grade_entry, e) for e in entries}
         return {name: future.result() for name, future in futures.items()}

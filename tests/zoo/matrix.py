@@ -1,13 +1,9 @@
 """`make zoo`: grade every zoo entry and print the entry x exercise matrix.
 
-Each entry changes one exercise file of the key. By default that exercise is graded, and the
-other five cells come from one grading of the untouched key: their files are byte-identical to
-it and each exercise is graded in its own worker with the references standing in for its
-siblings, so they cannot score differently. ``--full`` grades all six exercises of every entry
-instead. Hypothesis's shrink phase is skipped unless ``--shrink``: it changes which failing
-input the feedback shows, never a score (see ``zoo.catalog.shrinking``).
+Each entry is the answer key with one exercise file changed; every entry is graded in full (all
+six core exercises) exactly as a student's submission is.
 
-    python tests/zoo/matrix.py [--full] [--shrink] [--processes N] [--feedback ENTRY ...]
+    python tests/zoo/matrix.py [--processes N] [--feedback ENTRY ...]
 """
 
 from __future__ import annotations
@@ -18,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from zoo.catalog import BY_NAME, ENTRIES, grade_key, grade_many  # noqa: E402
+from zoo.catalog import ENTRIES, grade_many  # noqa: E402
 
 from grader.exercises import EXERCISE_NAMES  # noqa: E402
 
@@ -40,17 +36,12 @@ def verdict(entry, results) -> tuple[bool, bool | None]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--full", action="store_true", help="grade all six exercises per entry")
     parser.add_argument("--processes", type=int, default=2)
-    parser.add_argument("--shrink", action="store_true",
-                        help="shrink counterexamples as real grading does (same scores, slow)")
     parser.add_argument("--feedback", nargs="*", default=[], metavar="ENTRY",
                         help="also print the terminal report of these entries")
     args = parser.parse_args(argv)
 
-    key = grade_key()
-    graded = grade_many(ENTRIES, processes=args.processes, shrink=args.shrink,
-                        exercises=tuple(EXERCISE_NAMES) if args.full else None)
+    graded = grade_many(ENTRIES, processes=args.processes)
     width = max(len(e.name) for e in ENTRIES) + 2
     header = "".join(f"{SHORT[n]:>10}" for n in EXERCISE_NAMES)
     print(f"{'entry':<{width}}{'kind':<8}{header}  diagnosed (expected)")
@@ -58,8 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     caught = diagnosed = full = 0
     bad = []
     for entry in ENTRIES:
-        results = dict(key.exercises)
-        results.update(graded[entry.name].exercises)
+        results = graded[entry.name].exercises
         ok, named_ok = verdict(entry, results)
         cells = ""
         for name in EXERCISE_NAMES:
@@ -81,8 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     named = sum(bool(e.expect) for e in ENTRIES)
     correct = len(ENTRIES) - wrong
     print()
-    print("* the entry's own exercise; " + ("every exercise graded." if args.full else
-          "the other cells are the untouched key's grading (files byte-identical)."))
+    print("* the entry's own exercise (the other five files are the key's, graded too)")
     print(f"caught {caught}/{wrong} wrong, diagnosed {diagnosed}/{named} named, "
           f"correct {full}/{correct} full marks")
     if args.feedback:
