@@ -23,11 +23,12 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from . import engine, isolation, report
-from .exercises import EXERCISE_NAMES
+from .exercises import BONUS_NAMES, EXERCISE_NAMES
 from .isolation import Limits
 from .registry import checks_for
 
-COLUMNS = ("student", *EXERCISE_NAMES, "total", "status")
+# The bonus track follows `status`, so the first nine columns stay as issue 5 fixed them.
+COLUMNS = ("student", *EXERCISE_NAMES, "total", "status", *BONUS_NAMES, "bonus_total")
 
 
 @dataclass
@@ -36,12 +37,16 @@ class Row:
     status: str
     scores: dict[str, int] = field(default_factory=dict)
     total: int | None = None
+    bonus: dict[str, int | None] = field(default_factory=dict)  # None: not attempted
     results: dict[str, Any] | None = None  # results.json, with the instructor-only output
 
     def cells(self) -> list[str]:
         graded = self.status == "graded"
+        bonus = [self.bonus.get(n) for n in BONUS_NAMES]
         return [self.student, *(str(self.scores[n]) if graded else "" for n in EXERCISE_NAMES),
-                str(self.total) if graded else "", self.status]
+                str(self.total) if graded else "", self.status,
+                *("" if b is None else str(b) for b in bonus),
+                str(sum(b for b in bonus if b is not None)) if graded else ""]
 
 
 def find_submissions(root: Path) -> list[Path]:
@@ -69,14 +74,15 @@ def grade_one(path: Path, *, limits: Limits, key_folder: Path | None) -> Row:
     except engine.BadSubmission as error:
         return Row(path.name, f"not graded: {error}".replace(str(path), path.name))
     scores = {name: e.score for name, e in result.exercises.items()}
-    return Row(path.name, "graded", scores, result.score,
+    bonus = {name: e.score if e.attempted else None for name, e in result.bonus.items()}
+    return Row(path.name, "graded", scores, result.score, bonus,
                report.to_json(result, include_output=True))
 
 
 def _deadline(limits: Limits) -> float:
     # Each exercise may use its limit twice over (the student's worker and the key's), plus
     # start and stop; a grader past this is stuck and is killed.
-    return len(EXERCISE_NAMES) * (2 * limits.timeout + 10) + 30
+    return len(EXERCISE_NAMES + BONUS_NAMES) * (2 * limits.timeout + 10) + 30
 
 
 class Progress:

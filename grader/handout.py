@@ -1,7 +1,7 @@
 """``make handout``: the student's copy of the kit in ``dist/handout/``.
 
-It holds the stubs as ``exercises/``, the grader without the answer key and without the hidden
-checks (``grader/checks/hidden.py``), a Makefile whose ``make grade`` sets up its own ``.venv``,
+It holds the stubs as ``exercises/`` (the bonus track's too), the grader without the answer key
+and without the hidden checks (``grader/checks/hidden.py``, ``hidden_bonus.py``), a Makefile whose ``make grade`` sets up its own ``.venv``,
 and a student README. The engine sees no ``solutions/`` there and grades on the public checks.
 """
 
@@ -16,7 +16,9 @@ from .stubs import stub_sources
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_TARGET = ROOT / "dist" / "handout"
 # Instructor-only parts of the grader: the hidden checks and the tools that need the key.
-LEFT_OUT = {"checks/hidden.py", "bench.py", "handout.py", "gradescope.py"}
+LEFT_OUT = {
+    "checks/hidden.py", "checks/hidden_bonus.py", "bench.py", "handout.py", "gradescope.py",
+}
 
 MAKEFILE = """\
 # Grade your work: `make grade` (the first run creates .venv and installs the pinned versions).
@@ -58,6 +60,9 @@ The grader runs property checks (generated inputs, compared with PyTorch) and te
 failing check, the property that broke and the smallest input that breaks it. Your code runs in
 a separate process per exercise: a crash, an infinite loop (60 s limit) or `sys.exit` costs
 that exercise only, and what your code prints is not part of the report.
+
+The bonus track (`masks.py`, `attention_backward.py`, `gqa.py`, `decode.py`) is optional:
+it is graded when you fill it in and reported apart from the 100 points.
 
 Your instructor grades with the same public checks plus a few hidden ones that compare with an
 answer key; the report says how many points those are worth.

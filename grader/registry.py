@@ -77,12 +77,13 @@ def _is_data(value: Any) -> bool:
 
 
 def _record_draws(data: Any, ctx: Context) -> None:
-    """Make interactive draws (``data.draw(..., label=...)``) part of the shown example."""
+    """Make labelled interactive draws (``data.draw(..., label=...)``) part of the shown example."""
     draw = data.draw
 
     def recording_draw(strategy: Any, label: Any = None) -> Any:
         value = draw(strategy, label=label)
-        ctx.example[str(label or f"draw {len(ctx.example)}")] = value
+        if label is not None:  # unlabelled draws are parts of a labelled input
+            ctx.example[str(label)] = value
         return value
 
     data.draw = recording_draw

@@ -51,6 +51,7 @@ def test_handout_holds_no_solution_body(built):
     assert leaks(built) == []
     assert not (built / "solutions").exists()
     assert not (built / "grader" / "checks" / "hidden.py").exists()
+    assert not (built / "grader" / "checks" / "hidden_bonus.py").exists()
     assert sorted(p.name for p in (built / "exercises").iterdir()) == sorted(
         p.name for p in SOLUTIONS.glob("*.py"))
 

@@ -113,6 +113,7 @@ def test_no_weight_on_future_positions(ctx, case, data):
     t = min(case.q.shape[-2], case.k.shape[-2])
     case = case._replace(q=case.q[..., :t, :], k=case.k[..., :t, :], v=case.v[..., :t, :],
                          mask=reference.causal_mask(t))
+    ctx.example["case"] = case  # show the input actually used
     out, weights = student_attention(ctx, case)
     if np.triu(weights, k=1).any():
         raise CheckFailed("a query put weight on a later position", got=weights)
@@ -128,6 +129,7 @@ def test_no_weight_on_future_positions(ctx, case, data):
 def test_mask_broadcasts(ctx, case):
     mask2d = case.mask.reshape(-1, *case.mask.shape[-2:])[0]
     case = case._replace(mask=mask2d)
+    ctx.example["case"] = case  # show the input actually used
     _, expected = reference.scaled_dot_product_attention(*case)
     _, weights = student_attention(ctx, case)
     assert_close(weights, expected, what="the weights")

@@ -136,6 +136,7 @@ def test_token_permutation_equivariance(ctx, case, data):
 def test_causal_later_token_never_changes_earlier_output(ctx, case, data):
     t = case.x.shape[1]
     case = case._replace(mask=reference.causal_mask(t))
+    ctx.example["case"] = case  # show the input actually used
     position = data.draw(st.integers(0, t - 1), label="changed position")
     changed = case.x.copy()
     changed[:, position] += 1.5
@@ -160,6 +161,7 @@ def test_per_head_mask_blocks_exactly(ctx, case, data):
 
     b, t = case.x.shape[:2]
     case = case._replace(mask=allowed_somewhere(data.draw, (b, case.n_head, t, t)))
+    ctx.example["case"] = case  # show the input actually used
     got = run_student(ctx, case)
     if (got["weights"][case.mask] != 0).any():
         raise CheckFailed("a blocked key got weight", got=got["weights"])
