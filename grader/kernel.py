@@ -24,7 +24,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from .exercises import BY_NAME, EXERCISE_NAMES, EXERCISES
+from .exercises import BONUS, BY_NAME, EXERCISE_NAMES, EXERCISES
 from .isolation import Limits
 
 KEY_ENV = "ATTENTION_KIT_KEY"
@@ -72,7 +72,7 @@ def _sibling_imports(exercise: str, tree: ast.Module) -> list[str]:
             defined.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
     used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
     imports = []
-    for spec in EXERCISES:
+    for spec in EXERCISES + BONUS:
         wanted = [f for f in spec.functions if f in used and f not in defined]
         if spec.name != exercise and wanted:
             imports.append(f"from .{spec.name} import {', '.join(wanted)}")
@@ -125,7 +125,7 @@ def _time_limit(seconds: float):
 def run_exercise_cell(exercise: str, cell: str, namespace: dict[str, Any]) -> Path:
     """Save an answer cell as the exercise's file, then run it in ``namespace``."""
     if exercise not in BY_NAME:
-        raise ValueError(f"%%exercise needs one of {', '.join(EXERCISE_NAMES)}, got {exercise!r}")
+        raise ValueError(f"%%exercise needs one of {', '.join(BY_NAME)}, got {exercise!r}")
     path = _kernel().folder / f"{exercise}.py"
     text = exercise_file(exercise, cell)
     path.write_text(text)
@@ -183,7 +183,7 @@ def score(exercise: str, *, hidden: bool = False) -> int:
             f"the answer key is not here ({_key_folder()}): hidden checks run on the "
             f"instructor's side; set {KEY_ENV} to the kit's solutions/ folder"
         )
-    graded = result.exercises[exercise]
+    graded = result.exercises.get(exercise) or result.bonus[exercise]
     checks = [c for c in graded.checks if c.hidden == hidden]
     points = 0 if graded.error else sum(c.points for c in checks)
     print(_feedback(exercise, graded, checks, points))

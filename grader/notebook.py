@@ -16,11 +16,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .exercises import BY_NAME, EXERCISES
+from .exercises import BONUS, BONUS_POINTS, BY_NAME, EXERCISES
 from .kernel import CELL_TIMEOUT, EXERCISE_TIMEOUT, exercise_file
 
 ROOT = Path(__file__).resolve().parent.parent
 ASSIGNMENT = "attention"
+BONUS_ASSIGNMENT = "attention-bonus"  # a separate assignment: a course may release it or not
 
 
 def _source_lines(text: str) -> list[str]:
@@ -141,13 +142,23 @@ SETUP = """# Loads the grader: the %%exercise magic and score(). Run this cell f
 from grader.kernel import score"""
 
 
-def notebook(solutions: Path = ROOT / "solutions") -> dict[str, Any]:
+BONUS_TITLE = f"""# Bonus: what modern models run
+
+{len(BONUS)} exercises, {BONUS_POINTS} points, graded apart from the core assignment: sliding-window
+and padding masks, attention's backward pass by hand, grouped-query attention and decoding
+with a KV cache. Answer cells start with `%%exercise NAME` as in the core notebook; they may
+use the core exercises' names (`MultiHeadAttention`, `kv_cache_mask`, ...), which the grader
+provides from its reference versions."""
+
+
+def notebook(solutions: Path = ROOT / "solutions", exercises=EXERCISES,
+             title: str = TITLE) -> dict[str, Any]:
     """The source notebook, with solutions and hidden tests, as a JSON-ready dict."""
     cells = [
-        _markdown("title", TITLE),
+        _markdown("title", title),
         _code("setup", SETUP, _nbgrader("setup", locked=True), locked=True),
     ]
-    for number, spec in enumerate(EXERCISES, 1):
+    for number, spec in enumerate(exercises, 1):
         name = spec.name
         summary, body, _ = split_solution((solutions / spec.filename).read_text())
         visible, hidden = _checks(name)
@@ -200,10 +211,15 @@ c.Execute.interrupt_on_timeout = True
 
 def render(solutions: Path = ROOT / "solutions") -> dict[str, str]:
     """The course folder's generated files, by relative path."""
-    text = json.dumps(notebook(solutions), indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+    def dump(nb: dict[str, Any]) -> str:
+        return json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+
     return {
         "nbgrader_config.py": CONFIG,
-        f"source/{ASSIGNMENT}/{ASSIGNMENT}.ipynb": text,
+        f"source/{ASSIGNMENT}/{ASSIGNMENT}.ipynb": dump(notebook(solutions)),
+        f"source/{BONUS_ASSIGNMENT}/{BONUS_ASSIGNMENT}.ipynb": dump(
+            notebook(solutions, BONUS, BONUS_TITLE)
+        ),
     }
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from grader import kernel, notebook
-from grader.exercises import BY_NAME, EXERCISE_NAMES
+from grader.exercises import BONUS_NAMES, BY_NAME, EXERCISE_NAMES
 from grader.registry import checks_for
 from grader.stubs import BEGIN, END
 
@@ -144,16 +144,27 @@ def course(tmp_path_factory: pytest.TempPathFactory) -> Path:
         folder = root / "submitted" / student / "attention"
         folder.mkdir(parents=True)
         (folder / "attention.ipynb").write_text(json.dumps(nb))
+    # The bonus track is its own assignment; the key student answers it with the key.
+    _nbgrader(root, env, "generate_assignment", notebook.BONUS_ASSIGNMENT)
+    bonus_path = f"{notebook.BONUS_ASSIGNMENT}/{notebook.BONUS_ASSIGNMENT}.ipynb"
+    bonus_source = _cells(_read(root / "source" / bonus_path))
+    bonus_key = {n: _source(bonus_source[n]) for n in BONUS_NAMES}
+    folder = root / "submitted" / "key" / notebook.BONUS_ASSIGNMENT
+    folder.mkdir(parents=True)
+    (folder / f"{notebook.BONUS_ASSIGNMENT}.ipynb").write_text(
+        json.dumps(_with_answers(_read(root / "release" / bonus_path), bonus_key)))
     _nbgrader(root, env, "autograde", "attention")
+    _nbgrader(root, env, "autograde", notebook.BONUS_ASSIGNMENT)
     _nbgrader(root, env, "export", "--to", "grades.csv")
     _finish(by_files)
     _finish(without_key)
     return root
 
 
-def _csv_scores(course: Path) -> dict[str, float]:
+def _csv_scores(course: Path, assignment: str = "attention") -> dict[str, float]:
     with open(course / "grades.csv") as handle:
-        return {row["student_id"]: float(row["score"]) for row in csv.DictReader(handle)}
+        return {row["student_id"]: float(row["score"]) for row in csv.DictReader(handle)
+                if row["assignment"] == assignment}
 
 
 @functools.lru_cache
@@ -176,7 +187,7 @@ def test_build_is_byte_deterministic(tmp_path: Path) -> None:
     notebook.build(first)
     notebook.build(second)
     files = sorted(p.relative_to(first) for p in first.rglob("*") if p.is_file())
-    assert [str(f) for f in files] == sorted(notebook.render())
+    assert sorted(str(f) for f in files) == sorted(notebook.render())
     for relative in files:
         assert (first / relative).read_bytes() == (second / relative).read_bytes()
     assert notebook.build(first) == []  # nothing is stale after a build
@@ -195,6 +206,12 @@ def test_answer_cells_hold_each_solution_file_whole() -> None:
         assert solution_lines and all(line in cell.splitlines() for line in solution_lines)
         for line in imports:  # left out of the cell, put back in the saved file
             assert line not in cell and line in kernel.exercise_file(name, cell.split("\n", 1)[1])
+
+
+def test_bonus_assignment_scores_the_key_in_full_apart_from_the_core(course: Path) -> None:
+    bonus = _csv_scores(course, notebook.BONUS_ASSIGNMENT)
+    assert bonus == {"key": 40.0, "two_wrong": 0.0, "untouched": 0.0}  # the others sent none
+    assert _csv_scores(course)["key"] == 100.0
 
 
 def test_points_add_up_to_the_rubric() -> None:
