@@ -7,7 +7,7 @@ COURSE ?= build/nbgrader
 CORE := $(VENV)/.installed-core
 DEV := $(VENV)/.installed-dev
 
-.PHONY: grade answer-key test bench stubs zoo nbgrader handout gradescope clean
+.PHONY: grade answer-key test bench stubs zoo nbgrader handout gradescope lint clean
 
 $(CORE): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -58,3 +58,7 @@ gradescope: $(CORE)
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .hypothesis
+
+## lint: ruff over the kit (the zoo's deliberately wrong files are excluded in pyproject.toml)
+lint: $(DEV)
+	$(PY) -m ruff check grader tests solutions

@@ -4,6 +4,6 @@ The process that imports this package decides grades and never imports student c
 submission runs in a worker process (``grader.isolation``) reached through ``grader.student``.
 """
 
-from .exercises import EXERCISES, EXERCISE_NAMES
+from .exercises import EXERCISE_NAMES, EXERCISES
 
 __all__ = ["EXERCISES", "EXERCISE_NAMES"]

@@ -9,7 +9,8 @@ and is compared at float32 tolerance:
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 

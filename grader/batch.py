@@ -144,7 +144,7 @@ def run(
             pid, status = os.waitpid(-1, os.WNOHANG)
             if pid == 0:
                 now = time.monotonic()
-                for stuck, (path, deadline, _) in running.items():
+                for stuck, (_, deadline, _) in running.items():
                     if now > deadline:
                         with contextlib.suppress(ProcessLookupError):
                             os.kill(stuck, signal.SIGKILL)

@@ -12,8 +12,9 @@ wrong shape, is a stub) simply diagnoses nothing; a worker that dies ends the pr
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 

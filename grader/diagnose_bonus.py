@@ -16,7 +16,8 @@ output and not the correct one: a correct submission never gets an id. Ids:
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -146,7 +147,7 @@ def _upper_left_decode(d_model, n_head, state, xs) -> np.ndarray:
             x = torch.from_numpy(chunk)
             b, t, _ = x.shape
 
-            def split(p):
+            def split(p, b=b, t=t):  # (B, T, C) -> (B, H, T, D)
                 return p.view(b, t, n_head, d_head).transpose(1, 2)
 
             keys.append(split(mha.wk(x)))

@@ -14,7 +14,6 @@ import stat
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import torch
 from hypothesis.errors import Flaky
@@ -182,7 +181,9 @@ def grade_exercise(
             try:
                 loaded = sandbox.request("load")
             except StudentError as error:
-                raise _LoadFailed(f"{exercise}.py could not be imported: {error.describe()}")
+                raise _LoadFailed(
+                    f"{exercise}.py could not be imported: {error.describe()}"
+                ) from None
             if loaded["missing"]:
                 names = ", ".join(loaded["missing"])
                 raise _LoadFailed(f"{exercise}.py does not define {names}")

@@ -1,7 +1,8 @@
 """``make handout``: the student's copy of the kit in ``dist/handout/``.
 
 It holds the stubs as ``exercises/`` (the bonus track's too), the grader without the answer key
-and without the hidden checks (``grader/checks/hidden.py``, ``hidden_bonus.py``), a Makefile whose ``make grade`` sets up its own ``.venv``,
+and without the hidden checks (``grader/checks/hidden.py``, ``hidden_bonus.py``), a Makefile
+whose ``make grade`` sets up its own ``.venv``,
 and a student README. The engine sees no ``solutions/`` there and grades on the public checks.
 """
 

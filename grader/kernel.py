@@ -24,7 +24,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from .exercises import BONUS, BY_NAME, EXERCISE_NAMES, EXERCISES
+from .exercises import BONUS, BY_NAME, EXERCISES
 from .isolation import Limits
 
 KEY_ENV = "ATTENTION_KIT_KEY"

@@ -15,8 +15,9 @@ Gradescope shows it after grades are published.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from hypothesis import HealthCheck, Phase, Verbosity, settings
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from submission_tools import SOLUTIONS, STUBS
+
 from grader import engine, report
 from grader.exercises import BONUS, EXERCISES, TOTAL_POINTS
 from grader.registry import checks_for
-
-from submission_tools import SOLUTIONS, STUBS
 
 
 def test_points_add_up_to_the_rubric():
@@ -44,7 +44,7 @@ def test_json_has_gradescope_keys(key_result):
     data = report.to_json(key_result)
     assert data["score"] == 100
     assert set(data["extra_data"]["exercises"]) == {e.name for e in EXERCISES}
-    for name, entry in data["extra_data"]["exercises"].items():
+    for entry in data["extra_data"]["exercises"].values():
         assert entry["score"] == entry["max_score"]
         assert entry["misconceptions"] == []
     core_tests = [t for t in data["tests"] if "bonus" not in t["tags"]]  # bonus: test_bonus.py

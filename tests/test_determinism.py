@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from grader import engine, report
-
 from submission_tools import SOLUTIONS, make_submission
+
+from grader import engine, report
 
 
 def test_two_runs_give_identical_json(tmp_path):

@@ -36,7 +36,7 @@ def diagnose_file(exercise, path):
             sandbox.request("load")
             student = Student(sandbox, exercise)
             outcomes = {}
-            for misconception_id, probe in PROBES[exercise]:
+            for _, probe in PROBES[exercise]:
                 try:
                     outcomes[probe.__name__] = probe(student)
                 except StudentError as error:  # a correct submission rejects a fully masked row

@@ -10,8 +10,9 @@ import subprocess
 import sys
 import zipfile
 
-from grader import gradescope
 from submission_tools import KIT, SOLUTIONS
+
+from grader import gradescope
 
 TEST_KEYS = {"name", "score", "max_score", "status", "output", "tags", "visibility"}
 

@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from submission_tools import SOLUTIONS
 
 from grader import handout
 from grader.registry import checks_for
-from submission_tools import SOLUTIONS
 
 REGION = re.compile(r"^[ \t]*### BEGIN SOLUTION[ \t]*\n(.*?)^[ \t]*### END SOLUTION", re.M | re.S)
 

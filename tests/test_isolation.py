@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from submission_tools import make_submission
+
 from grader import engine
 from grader.isolation import GiB, Limits
-from submission_tools import make_submission
 
 HOSTILE = {
     "softmax_backward.py": """

@@ -7,12 +7,11 @@ import subprocess
 import sys
 
 import pytest
+from submission_tools import KIT as ROOT
+from submission_tools import SOLUTIONS, make_submission
 
 from grader import engine, report
 from grader.isolation import GiB, Limits
-
-from submission_tools import KIT as ROOT
-from submission_tools import SOLUTIONS, make_submission
 
 SOFTMAX = (SOLUTIONS / "softmax.py").read_text()
 
@@ -71,7 +70,8 @@ def test_endless_output_is_cut_off_at_the_file_size_limit(tmp_path):
 
 def test_a_hang_is_stopped_at_the_time_limit(tmp_path):
     sub = make_submission(tmp_path / "s", {"softmax.py": broken("while True: pass")})
-    result = engine.grade_submission(sub, exercises=["softmax", "kv_cache"], limits=Limits(timeout=3))
+    result = engine.grade_submission(sub, exercises=["softmax", "kv_cache"],
+                                     limits=Limits(timeout=3))
     assert result.exercises["softmax"].score == 0
     assert "stopped after 3 s" in result.exercises["softmax"].error
     assert result.exercises["kv_cache"].score == 15

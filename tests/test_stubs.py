@@ -5,12 +5,11 @@ from __future__ import annotations
 import ast
 
 import pytest
+from submission_tools import SOLUTIONS
+from submission_tools import STUBS as EXERCISES
 
 from grader import stubs
 from grader.exercises import EXERCISE_NAMES
-
-from submission_tools import SOLUTIONS
-from submission_tools import STUBS as EXERCISES
 
 
 def test_committed_stubs_are_fresh():

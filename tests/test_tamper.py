@@ -17,11 +17,11 @@ import time
 from pathlib import Path
 
 import pytest
+from submission_tools import KIT, SOLUTIONS, make_submission, tree_digest
 
 from grader import engine, report
-from grader.isolation import OUTPUT_CAP, SANDBOX_UID_BASE, SANDBOX_UIDS, Limits
-
-from submission_tools import KIT, SOLUTIONS, make_submission, tree_digest
+from grader.confine import SANDBOX_UID_BASE, SANDBOX_UIDS, Limits
+from grader.isolation import OUTPUT_CAP
 
 ROOT = os.geteuid() == 0
 needs_root = pytest.mark.skipif(
@@ -62,7 +62,8 @@ CASES = {
             softmax = importlib.import_module("solutions.softmax").softmax
         except Exception as error:
             print("answer key blocked:", type(error).__name__)
-            loaded = [m for n, m in sys.modules.items() if n.startswith(("answer_key", "solutions"))]
+            loaded = [m for n, m in sys.modules.items()
+                      if n.startswith(("answer_key", "solutions"))]
             def softmax(logits, axis=-1):
                 return loaded[0].softmax(logits, axis)  # IndexError: the key is not loaded
     """,
@@ -320,7 +321,9 @@ def test_escaped_processes_are_killed(tmp_path):
 
 
 def test_report_json_has_no_student_output(tmp_path):
-    folder = make_submission(tmp_path / "student", {"softmax.py": with_nan("print('PRINTED-BY-STUDENT')")})
+    folder = make_submission(
+        tmp_path / "student", {"softmax.py": with_nan("print('PRINTED-BY-STUDENT')")}
+    )
     result = grade(folder)
     assert "PRINTED-BY-STUDENT" in result.exercises["softmax"].output
     assert "PRINTED-BY-STUDENT" not in json.dumps(report.to_json(result))

@@ -9,7 +9,14 @@ from __future__ import annotations
 
 import pytest
 from zoo.catalog import (
-    BY_NAME, CORRECT, ENTRIES, KEY, NAMED, WRONG, build, grade_many,
+    BY_NAME,
+    CORRECT,
+    ENTRIES,
+    KEY,
+    NAMED,
+    WRONG,
+    build,
+    grade_many,
 )
 
 from grader import report

@@ -5,8 +5,19 @@
 
 import contextlib
 
-from . import attention, heads, kv_cache, mha, softmax, softmax_backward  # noqa: F401
-from . import attention_backward, decode, gqa, masks  # noqa: F401  (the bonus track)
+# The core six and the bonus track (attention_backward, decode, gqa, masks).
+from . import (  # noqa: F401
+    attention,
+    attention_backward,
+    decode,
+    gqa,
+    heads,
+    kv_cache,
+    masks,
+    mha,
+    softmax,
+    softmax_backward,
+)
 
 with contextlib.suppress(ImportError):
     from . import hidden  # noqa: F401

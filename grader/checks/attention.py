@@ -50,7 +50,8 @@ def test_causal_mask_rejects_bad_t(ctx):
         expect_value_error(lambda t=t: ctx.student.causal_mask(t), f"t = {t!r}")
 
 
-@check(EX, points=4, prop="Output and weights match F.scaled_dot_product_attention (mask inverted).")
+@check(EX, points=4,
+       prop="Output and weights match F.scaled_dot_product_attention (mask inverted).")
 @given(case=attention_case())
 def test_matches_torch_sdpa(ctx, case):
     expected_out, expected_weights = torch_reference(case)

@@ -32,7 +32,7 @@ def numerical_grads(case: AttentionGrad) -> list[np.ndarray]:
 
     inputs = [case.q.copy(), case.k.copy(), case.v.copy()]
     grads = []
-    for which, array in enumerate(inputs):
+    for array in inputs:
         grad = np.zeros_like(array)
         for index in np.ndindex(array.shape):
             saved = array[index]

@@ -9,7 +9,14 @@ from hypothesis import given
 
 from ..assertions import assert_close, assert_equal
 from ..registry import check
-from ..strategies import attention_case, backward_case, heads_case, kv_sizes, logits_and_axis, mha_case
+from ..strategies import (
+    attention_case,
+    backward_case,
+    heads_case,
+    kv_sizes,
+    logits_and_axis,
+    mha_case,
+)
 
 
 def same(got, expected, dtype=np.float64, what="the result"):
@@ -41,7 +48,8 @@ def test_attention_matches_answer_key(ctx, case):
          ctx.key.scaled_dot_product_attention(*case), case.q.dtype, "(output, weights)")
 
 
-@check("heads", points=1, hidden=True, prop="split_heads and merge_heads agree with the answer key.")
+@check("heads", points=1, hidden=True,
+       prop="split_heads and merge_heads agree with the answer key.")
 @given(case=heads_case())
 def test_heads_match_answer_key(ctx, case):
     assert_equal(ctx.student.split_heads(*case), ctx.key.split_heads(*case), "split_heads")

@@ -27,7 +27,8 @@ def test_equals_causal_mask_without_cache(ctx, t):
     assert_equal(student_mask(ctx, 0, t), reference.causal_mask(t), "kv_cache_mask(0, t)")
 
 
-@check(EX, points=1, prop="kv_cache_mask(n_cached, n_new) is bool of shape (n_new, n_cached + n_new).")
+@check(EX, points=1,
+       prop="kv_cache_mask(n_cached, n_new) is bool of shape (n_new, n_cached + n_new).")
 @given(sizes=kv_sizes)
 def test_shape_and_dtype(ctx, sizes):
     student_mask(ctx, *sizes)

@@ -107,5 +107,6 @@ def test_rejects_invalid_sizes(ctx):
                            f"sliding_window_mask({t}, {window})")
     for lengths, t in (([0, 2], 3), ([2, 4], 3)):
         ctx.show(lengths=np.array(lengths), t=t)
-        expect_value_error(lambda a=np.array(lengths), t=t: ctx.student.padding_mask(a, t),
+        array = np.array(lengths)
+        expect_value_error(lambda a=array, t=t: ctx.student.padding_mask(a, t),
                            f"padding_mask({lengths}, {t})")

@@ -42,7 +42,8 @@ def torch_reference(case: MHA, device: str = "cpu", grad_y: np.ndarray | None = 
     if grad_y is not None:
         y.backward(torch.from_numpy(grad_y).to(device))
         out["dx"] = x.grad.cpu().numpy()
-        gq, gk, gv = nn_mha.in_proj_weight.grad.cpu().numpy().reshape(3, *case.state["wq.weight"].shape)
+        in_grad = nn_mha.in_proj_weight.grad.cpu().numpy()
+        gq, gk, gv = in_grad.reshape(3, *case.state["wq.weight"].shape)
         out["grads"] = {"wq.weight": gq, "wk.weight": gk, "wv.weight": gv,
                         "wo.weight": nn_mha.out_proj.weight.grad.cpu().numpy()}
         if case.bias:

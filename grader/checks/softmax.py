@@ -81,7 +81,7 @@ def test_result_dtype(ctx):
 def test_rejects_nan_and_posinf(ctx):
     for logits in (np.array([0.0, np.nan]), np.array([[1.0, np.inf], [0.0, 0.0]])):
         ctx.show(logits=logits)
-        expect_value_error(lambda: ctx.student.softmax(logits), f"logits {logits.tolist()}")
+        expect_value_error(lambda x=logits: ctx.student.softmax(x), f"logits {logits.tolist()}")
 
 
 @check(EX, points=1, prop="A slice with no entry above -inf (or none at all) raises ValueError.")
@@ -94,7 +94,7 @@ def test_rejects_fully_masked_slice(ctx):
     for case in cases:
         ctx.show(logits=case.logits, axis=case.axis)
         expect_value_error(
-            lambda: ctx.student.softmax(case.logits, axis=case.axis),
+            lambda c=case: ctx.student.softmax(c.logits, axis=c.axis),
             f"logits {case.logits.tolist()} along axis {case.axis}",
         )
 

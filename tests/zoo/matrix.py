@@ -14,9 +14,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from zoo.catalog import ENTRIES, grade_many  # noqa: E402
-
 from grader.exercises import EXERCISE_NAMES  # noqa: E402
+from zoo.catalog import ENTRIES, grade_many  # noqa: E402
 
 SHORT = {"softmax": "softmax", "softmax_backward": "backward", "attention": "attention",
          "heads": "heads", "mha": "mha", "kv_cache": "kv_cache"}
