@@ -26,7 +26,7 @@ settings.register_profile(
     derandomize=True,
     database=None,
     deadline=None,
-    max_examples=15,
+    max_examples=10,
     print_blob=False,
     report_multiple_bugs=False,
     verbosity=Verbosity.quiet,

@@ -55,9 +55,9 @@ def _load_state(module: Any, state: dict[str, np.ndarray]) -> None:
 def gqa_build(module: Any, d_model: int, n_head: int, n_kv_head: int, bias: bool) -> dict:
     import torch
 
-    from .worker import BadReturn
+    from .worker import BadReturn, seed_cpu
 
-    torch.manual_seed(0)
+    seed_cpu(0)
     built = module.GroupedQueryAttention(d_model, n_head, n_kv_head, bias=bias)
     if not isinstance(built, torch.nn.Module):
         raise BadReturn("GroupedQueryAttention(...) is not a torch.nn.Module")
@@ -70,9 +70,9 @@ def gqa_forward(module: Any, d_model: int, n_head: int, n_kv_head: int, bias: bo
                 device: str) -> dict[str, Any]:
     import torch
 
-    from .worker import BadReturn, plain
+    from .worker import BadReturn, plain, seed_cpu
 
-    torch.manual_seed(0)
+    seed_cpu(0)
     built = module.GroupedQueryAttention(d_model, n_head, n_kv_head, bias=bias)
     built = built.to(device=device, dtype=torch.from_numpy(x).dtype)
     _load_state(built, state)
@@ -90,9 +90,9 @@ def decode_run(module: Any, d_model: int, n_head: int, bias: bool,
     import torch
 
     from . import reference
-    from .worker import BadReturn, plain
+    from .worker import BadReturn, plain, seed_cpu
 
-    torch.manual_seed(0)
+    seed_cpu(0)
     mha = reference.MultiHeadAttention(d_model, n_head, bias=bias)
     mha = mha.to(device=device, dtype=torch.from_numpy(xs[0]).dtype)
     _load_state(mha, state)
