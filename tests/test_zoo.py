@@ -15,6 +15,7 @@ from zoo.catalog import (
     KEY,
     NAMED,
     WRONG,
+    apply_patch,
     build,
     grade_many,
 )
@@ -38,17 +39,26 @@ def test_catalog_covers_every_misconception_with_a_patched_key():
     assert {e.expect for e in NAMED} == set(MISCONCEPTIONS)
     assert len(WRONG) - len(NAMED) >= 12 and len(CORRECT) >= 5
     for entry in WRONG:
-        text = entry.file.read_text()
+        text = entry.source()  # the key's file with the entry's patch applied
         assert "# BUG:" in text, entry.name
         assert text != (KEY / f"{entry.exercise}.py").read_text(), entry.name
+
+
+def test_a_patch_that_no_longer_fits_the_key_fails_loudly():
+    entry = BY_NAME["attention_mask_after_softmax"]
+    key = (KEY / "attention.py").read_text()
+    moved = key.replace("scores = np.where(mask, -np.inf, scores)", "scores[mask] = -np.inf")
+    assert moved != key
+    with pytest.raises(ValueError, match="does not fit the key"):
+        apply_patch(moved, entry.file.read_text())
 
 
 @pytest.mark.parametrize("entry", ENTRIES, ids=ids(ENTRIES))
 def test_other_exercises_are_untouched_copies_of_the_key(entry, tmp_path):
     submission = build(entry, tmp_path)
     for name in EXERCISE_NAMES:
-        expected = entry.file if name == entry.exercise else KEY / f"{name}.py"
-        assert (submission / f"{name}.py").read_bytes() == expected.read_bytes(), name
+        expected = entry.source() if name == entry.exercise else (KEY / f"{name}.py").read_text()
+        assert (submission / f"{name}.py").read_text() == expected, name
 
 
 @pytest.mark.parametrize("entry", WRONG, ids=ids(WRONG))

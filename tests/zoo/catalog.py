@@ -1,13 +1,17 @@
 """The zoo's one catalog: entry -> (exercise, file, expected misconception, wrong or correct).
 
 A zoo submission is a copy of the answer key (``solutions/``) with the entry's file in place of
-one exercise's file. Wrong entries are the key with one small patch, marked by a ``# BUG:``
-comment; correct entries are whole files written in a style unlike the key's.
+one exercise's file. Wrong entries are patches of the key, ``wrong/<name>.patch`` (unified
+diffs whose added lines carry a ``# BUG:`` comment), so they follow the key and fail loudly
+when it changes under them; correct entries are whole files, ``correct/<name>.py``, written in
+a style unlike the key's.
 """
 
 from __future__ import annotations
 
+import difflib
 import multiprocessing
+import re
 import shutil
 import tempfile
 from concurrent.futures import ProcessPoolExecutor
@@ -27,12 +31,19 @@ class Entry:
 
     @property
     def file(self) -> Path:
-        return ZOO / self.kind / f"{self.name}.py"
+        """A wrong entry's patch of the key's file, or a correct entry's whole file."""
+        return ZOO / self.kind / f"{self.name}{'.patch' if self.kind == 'wrong' else '.py'}"
+
+    def source(self) -> str:
+        """The exercise file this entry submits."""
+        if self.kind == "wrong":
+            return apply_patch((KEY / f"{self.exercise}.py").read_text(), self.file.read_text())
+        return self.file.read_text()
 
     @property
     def what(self) -> str:
         """The entry's one-line description: its ``# BUG:`` comment, or its docstring."""
-        text = self.file.read_text()
+        text = self.source()
         if "# BUG:" in text:
             return text.split("# BUG:", 1)[1].splitlines()[0].strip()
         return text.split('"""', 2)[1].split("\n")[0].strip()
@@ -115,8 +126,42 @@ def build(entry: Entry, folder: Path) -> Path:
     submission.mkdir(parents=True)
     for path in sorted(KEY.glob("*.py")):
         shutil.copyfile(path, submission / path.name)
-    shutil.copyfile(entry.file, submission / f"{entry.exercise}.py")
+    (submission / f"{entry.exercise}.py").write_text(entry.source())
     return submission
+
+
+def make_patch(old: str, new: str, name: str) -> str:
+    """A unified diff from ``old`` to ``new`` (two lines of context)."""
+    return "".join(difflib.unified_diff(
+        old.splitlines(keepends=True), new.splitlines(keepends=True),
+        f"solutions/{name}", f"solutions/{name}", n=2,
+    ))
+
+
+def apply_patch(old: str, patch: str) -> str:
+    """Apply a unified diff made by ``make_patch``; every hunk must match the key exactly, so a
+    change to the key that a wrong entry no longer fits fails loudly instead of drifting."""
+    lines = old.splitlines(keepends=True)
+    out: list[str] = []
+    position = 0  # next line of ``old`` not yet copied
+    hunks = re.split(r"^(@@ -(\d+)(?:,\d+)? \+\d+(?:,\d+)? @@.*\n)", patch, flags=re.M)
+    for header_start, body in zip(hunks[2::3], hunks[3::3]):
+        start = int(header_start) - 1 if int(header_start) else 0
+        out += lines[position:start]
+        position = start
+        for line in body.splitlines(keepends=True):
+            tag, text = line[:1], line[1:]
+            if tag in (" ", "-"):
+                if position >= len(lines) or lines[position] != text:
+                    raise ValueError(f"patch does not fit the key at line {position + 1}")
+                position += 1
+                if tag == " ":
+                    out.append(text)
+            elif tag == "+":
+                out.append(text)
+            elif line.startswith("\\"):
+                continue
+    return "".join(out + lines[position:])
 
 
 def grade_entry(entry: Entry):
