@@ -56,13 +56,9 @@ def find_submissions(root: Path) -> list[Path]:
 
 def preload() -> None:
     """Import once, here, what every grader and worker would otherwise import again."""
-    import importlib
-
     for c in EXERCISE_NAMES:
         checks_for(c)
-    for name in isolation.PRELOAD:
-        with contextlib.suppress(Exception):
-            importlib.import_module(name)
+    isolation.preload()
 
 
 def grade_one(path: Path, *, limits: Limits, key_folder: Path | None) -> Row:

@@ -85,7 +85,8 @@ class WorkerLost(BaseException):
 
 
 @functools.cache
-def _preload() -> None:
+def preload() -> None:
+    """Import PRELOAD once in the grading process; forked workers then start with it."""
     for name in PRELOAD:
         with contextlib.suppress(Exception):
             __import__(name)
@@ -145,7 +146,7 @@ class Sandbox:
         return self._spawn(child)
 
     def _fork(self, child: socket.socket) -> int:
-        _preload()  # once, in the grading process: every forked worker then starts with them
+        preload()  # once, in the grading process: every forked worker then starts with them
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):
                 stream.flush()
