@@ -4,6 +4,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 SUBMISSION ?= exercises
 COURSE ?= build/nbgrader
+COURSE_FILE ?=
+COURSE_FLAG := $(if $(COURSE_FILE),--course $(COURSE_FILE))
 CORE := $(VENV)/.installed-core
 DEV := $(VENV)/.installed-dev
 
@@ -21,11 +23,11 @@ $(DEV): $(CORE) requirements-dev.lock
 
 ## grade: grade $(SUBMISSION) (default: exercises/, your work)
 grade: $(CORE)
-	$(PY) -m grader grade $(SUBMISSION)
+	$(PY) -m grader grade $(SUBMISSION) $(COURSE_FLAG)
 
 ## answer-key: grade solutions/ (must print 100/100)
 answer-key: $(CORE)
-	$(PY) -m grader grade solutions
+	$(PY) -m grader grade solutions $(COURSE_FLAG)
 
 ## test: the kit's own tests
 test: $(DEV)
@@ -34,7 +36,7 @@ test: $(DEV)
 ## bench: grading time as a ratio to `python -c "import torch"`, measured in the same run;
 ##        seconds per notebook for `nbgrader autograde`; then a class of 200 (batch)
 bench: $(DEV)
-	$(PY) -m grader.bench
+	$(PY) -m grader bench
 
 ## zoo: grade the bug zoo (tests/zoo) and print the entry x exercise matrix
 zoo: $(CORE)
@@ -42,19 +44,19 @@ zoo: $(CORE)
 
 ## stubs: regenerate exercises/ from solutions/
 stubs: $(CORE)
-	$(PY) -m grader stubs
+	$(PY) -m grader stubs $(COURSE_FLAG)
 
 ## nbgrader: write the nbgrader course folder $(COURSE) (config + source/attention/attention.ipynb)
 nbgrader: $(DEV)
-	$(PY) -m grader.notebook build $(COURSE)
+	$(PY) -m grader nbgrader build $(COURSE) $(COURSE_FLAG)
 
 ## handout: the student's copy in dist/handout/ (stubs, public grader, Makefile, README)
 handout: $(CORE)
-	$(PY) -m grader.handout
+	$(PY) -m grader handout $(COURSE_FLAG)
 
 ## gradescope: dist/gradescope-autograder.zip (setup.sh, run_autograder, grader, answer key)
 gradescope: $(CORE)
-	$(PY) -m grader.gradescope build
+	$(PY) -m grader gradescope build $(COURSE_FLAG)
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .hypothesis

@@ -1,9 +1,9 @@
-"""attention-kit's grading engine.
+"""attention-kit's grader.
 
-The process that imports this package decides grades and never imports student code: a
-submission runs in a worker process (``grader.isolation``) reached through ``grader.student``.
+- ``grader.problems``: one module per exercise, everything the kit knows about it.
+- ``grader.core``: the grading engine (course, checks, comparisons, diagnosis).
+- ``grader.sandbox``: the only code that runs a submission (workers and their confinement).
+- ``grader.integrations``: command line, batch, reports, notebooks, Gradescope, handout, bench.
+
+The process that imports this package decides grades and never imports student code.
 """
-
-from .exercises import EXERCISE_NAMES, EXERCISES
-
-__all__ = ["EXERCISES", "EXERCISE_NAMES"]

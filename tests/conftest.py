@@ -9,6 +9,6 @@ from submission_tools import SOLUTIONS
 @pytest.fixture(scope="session")
 def key_result():
     """The answer key graded once per test session (public and hidden checks)."""
-    from grader import engine
+    from grader.core import engine
 
     return engine.grade_submission(SOLUTIONS)

@@ -40,3 +40,17 @@ def tree_digest(*roots: Path) -> dict[str, str]:
             if path.is_file():
                 digests[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
     return digests
+
+
+# The kit's exercises, as the default course (course.toml) enables them.
+from grader.core.course import EXERCISES_BY_NAME, load  # noqa: E402
+
+COURSE = load(KIT / "course.toml")
+EXERCISES = EXERCISES_BY_NAME()
+CORE = tuple(COURSE.names("core"))
+BONUS = tuple(COURSE.names("bonus"))
+
+
+def checks_for(name: str, *, hidden: bool = True) -> list:
+    """An exercise's checks, the hidden ones included unless ``hidden=False``."""
+    return [c for c in EXERCISES[name].checks if hidden or not c.hidden]

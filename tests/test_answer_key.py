@@ -2,22 +2,21 @@
 
 from __future__ import annotations
 
-from submission_tools import SOLUTIONS, STUBS
+from submission_tools import BONUS, CORE, COURSE, EXERCISES, SOLUTIONS, STUBS, checks_for
 
-from grader import engine, report
-from grader.exercises import BONUS, EXERCISES, TOTAL_POINTS
-from grader.registry import checks_for
+from grader.core import engine
+from grader.integrations import report
 
 
 def test_points_add_up_to_the_rubric():
-    assert TOTAL_POINTS == 100
-    for exercise in EXERCISES:
+    assert COURSE.total() == 100
+    for exercise in EXERCISES.values():
         assert sum(c.points for c in checks_for(exercise.name)) == exercise.points, exercise.name
 
 
 def test_every_check_states_its_property_and_has_a_unique_name():
     names = set()
-    for exercise in EXERCISES:
+    for exercise in EXERCISES.values():
         for c in checks_for(exercise.name):
             assert c.prop.endswith(".") and len(c.prop) > 10, c.name
             assert (c.exercise, c.name) not in names
@@ -37,13 +36,13 @@ def test_stubs_score_zero_with_not_implemented_messages():
     for exercise in result.exercises.values():
         assert exercise.not_implemented, exercise.name
     text = report.render(result)
-    assert text.count("not implemented yet") == len(EXERCISES) + len(BONUS)  # bonus stubs too
+    assert text.count("not implemented yet") == len(CORE) + len(BONUS)  # bonus stubs too
 
 
 def test_json_has_gradescope_keys(key_result):
     data = report.to_json(key_result)
     assert data["score"] == 100
-    assert set(data["extra_data"]["exercises"]) == {e.name for e in EXERCISES}
+    assert set(data["extra_data"]["exercises"]) == set(CORE)
     for entry in data["extra_data"]["exercises"].values():
         assert entry["score"] == entry["max_score"]
         assert entry["misconceptions"] == []

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from submission_tools import KIT, make_submission
+from submission_tools import BONUS, KIT, make_submission
 
 EXERCISES = KIT / "exercises"
 
@@ -42,21 +42,20 @@ def test_batch_grades_every_student_and_reruns_identically(tmp_path):
     with open(tmp_path / "first" / "grades.csv", newline="") as handle:
         rows = list(csv.reader(handle))
     assert rows[0] == ["student", "softmax", "softmax_backward", "attention", "heads", "mha",
-                       "kv_cache", "total", "status",
-                       "masks", "attention_backward", "gqa", "decode", "bonus_total"]
+                       "kv_cache", "total", "status", *BONUS, "bonus_total"]
     table = {row[0]: row[1:9] for row in rows[1:]}
     bonus = {row[0]: row[9:] for row in rows[1:]}
     assert [row[0] for row in rows[1:]] == sorted(table)
     assert table["ada.lovelace@uni.edu"] == ["15", "15", "20", "10", "25", "15", "100", "graded"]
-    assert bonus["ada.lovelace@uni.edu"] == ["10", "10", "10", "10", "40"]
+    assert bonus["ada.lovelace@uni.edu"] == ["10"] * len(BONUS) + [str(10 * len(BONUS))]
     assert table["bob-stubs"] == ["0"] * 7 + ["graded"]
-    assert bonus["bob-stubs"] == ["0"] * 5  # the bonus stubs: attempted, not implemented
+    assert bonus["bob-stubs"] == ["0"] * (len(BONUS) + 1)  # the stubs: attempted, not done
     assert table["carol.syntax"] == ["0"] * 7 + ["graded"]
-    assert bonus["carol.syntax"] == [""] * 4 + ["0"]  # no bonus files: not attempted
+    assert bonus["carol.syntax"] == [""] * len(BONUS) + ["0"]  # no bonus files: not attempted
     assert table["dave_exits"] == ["0"] * 7 + ["graded"]
     assert table["eve-too-big"][:7] == [""] * 7 and "more than 20 MiB" in table["eve-too-big"][7]
     assert table["frank.txt"] == [""] * 7 + ["not graded: not a folder"]
-    assert bonus["frank.txt"] == [""] * 5
+    assert bonus["frank.txt"] == [""] * (len(BONUS) + 1)
     json_files = sorted(p.name for p in (tmp_path / "first" / "json").iterdir())
     assert json_files == [f"{s}.json" for s in ("ada.lovelace@uni.edu", "bob-stubs",
                                                 "carol.syntax", "dave_exits")]

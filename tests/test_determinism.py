@@ -6,7 +6,8 @@ import json
 
 from submission_tools import SOLUTIONS, make_submission
 
-from grader import engine, report
+from grader.core import engine
+from grader.integrations import report
 
 
 def test_two_runs_give_identical_json(tmp_path):

@@ -14,13 +14,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from submission_tools import CORE as EXERCISE_NAMES
+from submission_tools import EXERCISES
 from zoo.catalog import CORRECT, KEY
 
-from grader.diagnose import MISCONCEPTIONS, PROBES, diagnose, matches
-from grader.engine import copy_submission
-from grader.exercises import EXERCISE_NAMES
-from grader.isolation import Sandbox, StudentError, WorkerLost
-from grader.student import Student
+from grader.core.diagnose import catalog, diagnose, matches
+from grader.core.engine import copy_submission
+from grader.core.student import Student
+from grader.sandbox.isolation import Sandbox, StudentError, WorkerLost
 
 
 def diagnose_file(exercise, path):
@@ -33,15 +34,15 @@ def diagnose_file(exercise, path):
         shutil.copyfile(path, staged / f"{exercise}.py")
         copy_submission(staged, folder)
         with Sandbox(folder, exercise) as sandbox:
-            sandbox.request("load")
-            student = Student(sandbox, exercise)
+            student = Student(sandbox, EXERCISES[exercise])
+            student.load()
             outcomes = {}
-            for _, probe in PROBES[exercise]:
+            for _, probe in EXERCISES[exercise].probes:
                 try:
                     outcomes[probe.__name__] = probe(student)
                 except StudentError as error:  # a correct submission rejects a fully masked row
                     outcomes[probe.__name__] = error.info["type"]
-            return diagnose(exercise, student), outcomes
+            return diagnose(EXERCISES[exercise], student), outcomes
 
 
 def assert_silent(exercise, path):
@@ -53,14 +54,12 @@ def assert_silent(exercise, path):
         assert outcome is False or ("fully_masked" in name and outcome == "ValueError"), name
 
 
-def test_every_misconception_has_a_probe_in_each_of_its_exercises():
-    for misconception in MISCONCEPTIONS.values():
-        for exercise in misconception.exercises:
-            probed = [m for m, _ in PROBES[exercise]]
-            assert misconception.id in probed, (misconception.id, exercise)
+def test_every_misconception_is_probed_and_every_probe_names_a_declared_one():
+    probed = {m for e in EXERCISES.values() for m, _ in e.probes}
+    assert probed == set(catalog())
 
 
-@pytest.mark.parametrize("exercise", EXERCISE_NAMES)
+@pytest.mark.parametrize("exercise", sorted(EXERCISES))
 def test_probes_name_nothing_in_the_answer_key(exercise):
     assert_silent(exercise, KEY / f"{exercise}.py")
 
@@ -88,12 +87,12 @@ class Raising:
 def test_a_raising_submission_is_not_diagnosed():
     error = StudentError({"type": "RuntimeError", "message": "no", "value_error": False})
     for exercise in EXERCISE_NAMES:
-        assert diagnose(exercise, Raising(error)) == []
+        assert diagnose(EXERCISES[exercise], Raising(error)) == []
 
 
 def test_a_lost_worker_ends_probing_without_raising():
     student = Raising(WorkerLost("the worker crashed"))
-    assert diagnose("mha", student) == []
+    assert diagnose(EXERCISES["mha"], student) == []
     assert student.calls == 1
 
 

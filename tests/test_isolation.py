@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from submission_tools import make_submission
 
-from grader import engine
-from grader.isolation import GiB, Limits
+from grader.core import engine
+from grader.sandbox.isolation import GiB, Limits
 
 HOSTILE = {
     "softmax_backward.py": """

@@ -10,8 +10,9 @@ import pytest
 from submission_tools import KIT as ROOT
 from submission_tools import SOLUTIONS, make_submission
 
-from grader import engine, report
-from grader.isolation import GiB, Limits
+from grader.core import engine
+from grader.integrations import report
+from grader.sandbox.isolation import GiB, Limits
 
 SOFTMAX = (SOLUTIONS / "softmax.py").read_text()
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 import ast
 
 import pytest
-from submission_tools import SOLUTIONS
+from submission_tools import COURSE, SOLUTIONS
 from submission_tools import STUBS as EXERCISES
 
-from grader import stubs
-from grader.exercises import EXERCISE_NAMES
+from grader.integrations import stubs
 
 
 def test_committed_stubs_are_fresh():
@@ -32,14 +31,14 @@ def _signatures(path):
     return out
 
 
-@pytest.mark.parametrize("name", EXERCISE_NAMES)
+@pytest.mark.parametrize("name", COURSE.names())
 def test_stub_keeps_signatures_and_docstrings(name):
     assert _signatures(EXERCISES / f"{name}.py") == _signatures(SOLUTIONS / f"{name}.py")
     assert "NotImplementedError" in (EXERCISES / f"{name}.py").read_text()
 
 
 def test_stub_holds_no_solution_code():
-    for name in EXERCISE_NAMES:
+    for name in COURSE.names():
         text = (EXERCISES / f"{name}.py").read_text()
         assert "BEGIN SOLUTION" not in text and "END SOLUTION" not in text
 

@@ -19,9 +19,10 @@ from pathlib import Path
 import pytest
 from submission_tools import KIT, SOLUTIONS, make_submission, tree_digest
 
-from grader import engine, report
-from grader.confine import SANDBOX_UID_BASE, SANDBOX_UIDS, Limits
-from grader.isolation import OUTPUT_CAP
+from grader.core import engine
+from grader.integrations import report
+from grader.sandbox.confine import SANDBOX_UID_BASE, SANDBOX_UIDS, Limits
+from grader.sandbox.isolation import OUTPUT_CAP
 
 ROOT = os.geteuid() == 0
 needs_root = pytest.mark.skipif(

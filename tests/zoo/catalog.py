@@ -1,10 +1,16 @@
-"""The zoo's one catalog: entry -> (exercise, file, expected misconception, wrong or correct).
+"""The bug zoo, discovered from its files: ``wrong/`` and ``correct/`` under this folder.
 
 A zoo submission is a copy of the answer key (``solutions/``) with the entry's file in place of
-one exercise's file. Wrong entries are patches of the key, ``wrong/<name>.patch`` (unified
-diffs whose added lines carry a ``# BUG:`` comment), so they follow the key and fail loudly
-when it changes under them; correct entries are whole files, ``correct/<name>.py``, written in
-a style unlike the key's.
+one exercise's file. Every entry file starts with one line that says what it is::
+
+    # zoo: attention names mask-after-softmax   (a wrong entry the grader must diagnose)
+    # zoo: attention                            (a wrong entry nothing names, or a correct one)
+
+Wrong entries are patches of the key, ``wrong/<name>.patch`` (unified diffs whose added lines
+carry a ``# BUG:`` comment), so they follow the key and fail loudly when it changes under them;
+a wrong entry that rewrites most of the file may be a whole file, ``wrong/<name>.py``. Correct
+entries are whole files, ``correct/<name>.py``, written in a style unlike the key's. Adding an
+entry is adding a file: nothing else names it.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from pathlib import Path
 
 ZOO = Path(__file__).resolve().parent
 KEY = ZOO.parent.parent / "solutions"
+HEADER = re.compile(r"^# zoo: (?P<exercise>\w+)(?: names (?P<expect>[\w-]+))?\n")
 
 
 @dataclass(frozen=True)
@@ -27,18 +34,15 @@ class Entry:
     name: str
     exercise: str
     kind: str  # "wrong" or "correct"
-    expect: str | None = None  # the misconception id the grader must name, if the table has one
-
-    @property
-    def file(self) -> Path:
-        """A wrong entry's patch of the key's file, or a correct entry's whole file."""
-        return ZOO / self.kind / f"{self.name}{'.patch' if self.kind == 'wrong' else '.py'}"
+    file: Path  # a wrong entry's patch of the key's file, or a whole file
+    expect: str | None = None  # the misconception id the grader must name, if any
 
     def source(self) -> str:
         """The exercise file this entry submits."""
-        if self.kind == "wrong":
-            return apply_patch((KEY / f"{self.exercise}.py").read_text(), self.file.read_text())
-        return self.file.read_text()
+        text = HEADER.sub("", self.file.read_text(), count=1)
+        if self.file.suffix == ".patch":
+            return apply_patch((KEY / f"{self.exercise}.py").read_text(), text)
+        return text
 
     @property
     def what(self) -> str:
@@ -49,71 +53,20 @@ class Entry:
         return text.split('"""', 2)[1].split("\n")[0].strip()
 
 
-def _wrong(name: str, exercise: str, expect: str | None = None) -> Entry:
-    return Entry(name, exercise, "wrong", expect)
+def discover() -> tuple[Entry, ...]:
+    entries = []
+    for kind in ("wrong", "correct"):
+        for path in sorted((ZOO / kind).iterdir()):
+            if path.suffix not in (".patch", ".py"):
+                continue
+            header = HEADER.match(path.read_text())
+            if header is None:
+                raise ValueError(f"{path}: the first line must be '# zoo: EXERCISE [names ID]'")
+            entries.append(Entry(path.stem, header["exercise"], kind, path, header["expect"]))
+    return tuple(entries)
 
 
-def _correct(name: str, exercise: str) -> Entry:
-    return Entry(name, exercise, "correct")
-
-
-ENTRIES: tuple[Entry, ...] = (
-    # -- the misconceptions the grader must name -----------------------------------------------
-    _wrong("softmax_overflow", "softmax", "softmax-overflow"),
-    _wrong("softmax_wrong_axis", "softmax", "softmax-wrong-axis"),
-    _wrong("softmax_fully_masked", "softmax", "fully-masked-row"),
-    _wrong("backward_diagonal", "softmax_backward", "softmax-backward-diagonal"),
-    _wrong("attention_causal_diagonal", "attention", "causal-mask-diagonal"),
-    _wrong("attention_mask_after_softmax", "attention", "mask-after-softmax"),
-    _wrong("attention_mask_polarity", "attention", "mask-polarity"),
-    _wrong("attention_fully_masked", "attention", "fully-masked-row"),
-    _wrong("heads_split_scrambled", "heads", "head-split-scrambled"),
-    _wrong("mha_params_grow", "mha", "params-grow-with-heads"),
-    _wrong("mha_scale_by_d_model", "mha", "scale-by-d-model"),
-    _wrong("mha_head_averaged", "mha", "head-averaged-weights"),
-    _wrong("mha_split_scrambled", "mha", "head-split-scrambled"),
-    _wrong("mha_mask_after_softmax", "mha", "mask-after-softmax"),
-    _wrong("mha_mask_polarity", "mha", "mask-polarity"),
-    _wrong("mha_fully_masked", "mha", "fully-masked-row"),
-    _wrong("kv_upper_left", "kv_cache", "kv-cache-upper-left"),
-    # -- wrong in ways the table does not name: caught by the checks, named by nothing -------
-    _wrong("softmax_no_exp", "softmax"),
-    _wrong("softmax_always_float64", "softmax"),
-    _wrong("softmax_accepts_nan", "softmax"),
-    _wrong("softmax_no_dtype_check", "softmax"),
-    _wrong("softmax_epsilon", "softmax"),
-    _wrong("backward_wrong_axis", "softmax_backward"),
-    _wrong("backward_no_shape_check", "softmax_backward"),
-    _wrong("backward_always_float64", "softmax_backward"),
-    _wrong("backward_sign_flipped", "softmax_backward"),
-    _wrong("attention_causal_off_by_one", "attention"),
-    _wrong("attention_causal_no_validation", "attention"),
-    _wrong("attention_scale_by_dk", "attention"),
-    _wrong("attention_keys_as_values", "attention"),
-    _wrong("attention_always_causal", "attention"),
-    _wrong("attention_boolean_index_mask", "attention"),
-    _wrong("attention_mask_cast_to_bool", "attention"),
-    _wrong("attention_torch_no_validation", "attention"),
-    _wrong("heads_merge_no_transpose", "heads"),
-    _wrong("heads_no_validation", "heads"),
-    _wrong("mha_no_output_projection", "mha"),
-    _wrong("mha_bias_ignored", "mha"),
-    _wrong("mha_detached_weights", "mha"),
-    _wrong("mha_always_causal", "mha"),
-    _wrong("mha_mask_2d_only", "mha"),
-    _wrong("mha_no_divisibility_check", "mha"),
-    _wrong("kv_blocks_self", "kv_cache"),
-    _wrong("kv_int_mask", "kv_cache"),
-    _wrong("kv_no_validation", "kv_cache"),
-    # -- correct, in styles unlike the key: never lose a point, never named ------------------
-    _correct("softmax_logsumexp", "softmax"),
-    _correct("softmax_loops_float64", "softmax"),
-    _correct("backward_jacobian_loops", "softmax_backward"),
-    _correct("attention_einsum_float64", "attention"),
-    _correct("heads_slices", "heads"),
-    _correct("mha_nanogpt", "mha"),
-    _correct("kv_cache_tri", "kv_cache"),
-)
+ENTRIES: tuple[Entry, ...] = discover()
 BY_NAME = {e.name: e for e in ENTRIES}
 WRONG = tuple(e for e in ENTRIES if e.kind == "wrong")
 CORRECT = tuple(e for e in ENTRIES if e.kind == "correct")
@@ -164,14 +117,26 @@ def apply_patch(old: str, patch: str) -> str:
     return "".join(out + lines[position:])
 
 
-def grade_entry(entry: Entry):
-    """Grade the entry's submission as a student's is graded: all six core exercises, the real
-    grading profile (shrinking included) and the default limits."""
-    from grader.engine import grade_submission
-    from grader.exercises import EXERCISE_NAMES
+def graded_exercises(entry: Entry) -> list[str]:
+    """A core entry is graded with every core exercise, as a student's submission is; a bonus
+    entry on its own exercise (the others are independent workers: they would prove nothing
+    more and cost minutes)."""
+    from grader.core.course import load
 
+    course = load(KEY.parent / "course.toml")
+    return course.names("core") if course.track(entry.exercise) == "core" else [entry.exercise]
+
+
+def grade_entry(entry: Entry):
+    """Grade the entry's submission with the real grading profile (shrinking included) and the
+    default limits."""
+    from grader.core.course import load
+    from grader.core.engine import grade_submission
+
+    course = load(KEY.parent / "course.toml")
     with tempfile.TemporaryDirectory(prefix="zoo-") as tmp:
-        return grade_submission(build(entry, Path(tmp)), exercises=EXERCISE_NAMES)
+        return grade_submission(build(entry, Path(tmp)), course=course,
+                                exercises=graded_exercises(entry))
 
 
 def grade_many(entries, *, processes: int = 2) -> dict:

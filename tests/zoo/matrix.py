@@ -1,7 +1,7 @@
 """`make zoo`: grade every zoo entry and print the entry x exercise matrix.
 
-Each entry is the answer key with one exercise file changed; every entry is graded in full (all
-six core exercises) exactly as a student's submission is.
+Each entry is the answer key with one exercise file changed; a core entry is graded with every
+core exercise exactly as a student's submission is, a bonus entry on its own exercise.
 
     python tests/zoo/matrix.py [--processes N] [--feedback ENTRY ...]
 """
@@ -9,16 +9,18 @@ six core exercises) exactly as a student's submission is.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from grader.exercises import EXERCISE_NAMES  # noqa: E402
-from zoo.catalog import ENTRIES, grade_many  # noqa: E402
+from grader.core.course import load  # noqa: E402
+from zoo.catalog import ENTRIES, KEY, grade_many  # noqa: E402
 
-SHORT = {"softmax": "softmax", "softmax_backward": "backward", "attention": "attention",
-         "heads": "heads", "mha": "mha", "kv_cache": "kv_cache"}
+COURSE = load(KEY.parent / "course.toml")
+SCORES = Path(__file__).resolve().parent / "scores.json"
+COLUMNS = COURSE.names()
 
 
 def verdict(entry, results) -> tuple[bool, bool | None]:
@@ -38,23 +40,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--feedback", nargs="*", default=[], metavar="ENTRY",
                         help="also print the terminal report of these entries")
+    parser.add_argument("--record", action="store_true",
+                        help="write every check's points to tests/zoo/scores.json")
     args = parser.parse_args(argv)
 
     graded = grade_many(ENTRIES, processes=args.processes)
+    if args.record:
+        scores = {name: {ex: {c.name: c.points for c in r.checks} for ex, r in g.results.items()}
+                  for name, g in graded.items()}
+        SCORES.write_text(json.dumps(scores, indent=1, sort_keys=True) + "\n")
+        print(f"wrote {SCORES}")
     width = max(len(e.name) for e in ENTRIES) + 2
-    header = "".join(f"{SHORT[n]:>10}" for n in EXERCISE_NAMES)
+    header = "".join(f"{n[:9]:>10}" for n in COLUMNS)
     print(f"{'entry':<{width}}{'kind':<8}{header}  diagnosed (expected)")
-    print("-" * (width + 8 + 10 * len(EXERCISE_NAMES) + 40))
+    print("-" * (width + 8 + 10 * len(COLUMNS) + 40))
     caught = diagnosed = full = 0
     bad = []
     for entry in ENTRIES:
-        results = graded[entry.name].exercises
+        results = graded[entry.name].results
         ok, named_ok = verdict(entry, results)
         cells = ""
-        for name in EXERCISE_NAMES:
-            r = results[name]
+        for name in COLUMNS:
+            r = results.get(name)
             mark = "*" if name == entry.exercise else " "
-            cells += f"{f'{r.score}/{r.max_score}{mark}':>10}"
+            cells += f"{f'{r.score}/{r.max_score}{mark}' if r else '':>10}"
         ids = ",".join(results[entry.exercise].misconceptions) or "-"
         expected = f" ({entry.expect})" if entry.expect else ""
         flag = "" if ok and named_ok is not False else "   <-- NOT AS EXPECTED"
@@ -70,11 +79,11 @@ def main(argv: list[str] | None = None) -> int:
     named = sum(bool(e.expect) for e in ENTRIES)
     correct = len(ENTRIES) - wrong
     print()
-    print("* the entry's own exercise (the other five files are the key's, graded too)")
+    print("* the entry's own exercise (a core entry's other files are the key's, graded too)")
     print(f"caught {caught}/{wrong} wrong, diagnosed {diagnosed}/{named} named, "
           f"correct {full}/{correct} full marks")
     if args.feedback:
-        from grader import report
+        from grader.integrations import report
 
         for name in args.feedback:
             print(f"\n===== feedback for zoo entry {name} =====")

@@ -1,3 +1,4 @@
+# zoo: attention
 """Correct, another style: einsum, its own softmax, float64 inside and cast back."""
 
 import numpy as np

@@ -1,3 +1,4 @@
+# zoo: softmax_backward
 """Correct, another style: the full Jacobian diag(p) - p p^T, slice by slice."""
 
 import numpy as np

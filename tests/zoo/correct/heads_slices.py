@@ -1,3 +1,4 @@
+# zoo: heads
 """Correct, another style: heads as explicit column slices, stacked and concatenated."""
 
 import numpy as np

@@ -1,3 +1,4 @@
+# zoo: kv_cache
 """Correct, another style: the allowed region as np.tri shifted by the cache length."""
 
 import numpy as np

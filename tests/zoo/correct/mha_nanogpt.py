@@ -1,3 +1,4 @@
+# zoo: mha
 """Correct, another style: nanoGPT-like, one fused q/k/v projection built from wq, wk, wv."""
 
 import math

@@ -1,3 +1,4 @@
+# zoo: softmax
 """Correct, another style: softmax as exp(x - logsumexp(x)), validation first."""
 
 import numpy as np

@@ -1,3 +1,4 @@
+# zoo: softmax
 """Correct, another style: an explicit loop over slices, float64 inside, cast back at the end."""
 
 import math

@@ -1,0 +1,1 @@
+"""The grading engine: courses, exercise declarations, checks, comparisons and diagnosis."""

@@ -1,0 +1,340 @@
+"""Grading a submission: exercise by exercise, check by check, each exercise in its own worker.
+
+The grading process only generates inputs, sends them, and compares what comes back. Each
+exercise gets a fresh worker; a missing file, an import error, a crash or a hang costs that
+exercise alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import stat
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from hypothesis.errors import Flaky
+
+from ..sandbox.isolation import Limits, Sandbox, StudentError, WorkerLost, unprivileged_user
+from . import assertions
+from .course import KIT_ROOT, Course, load, number
+from .diagnose import diagnose, feedback_line
+from .exercise import Check, Context, Exercise
+from .student import NotImplementedYet, Student
+
+# Small tensors gain nothing from threads, and a forked worker must not inherit a busy pool.
+torch.set_num_threads(1)
+with contextlib.suppress(RuntimeError):
+    torch.set_num_interop_threads(1)
+
+DEFAULT_KEY = KIT_ROOT / "solutions"
+MAX_SUBMISSION_BYTES = 20 << 20
+
+
+class BadSubmission(Exception):
+    """The path given is not a folder that can be graded."""
+
+
+@dataclass
+class CheckResult:
+    exercise: str
+    name: str
+    prop: str
+    points: float
+    max_points: float
+    hidden: bool
+    passed: bool
+    feedback: str = ""
+
+    @property
+    def visibility(self) -> str:
+        return "after_published" if self.hidden else "visible"
+
+
+@dataclass
+class ExerciseResult:
+    name: str
+    max_score: float
+    track: str = "core"
+    checks: list[CheckResult] = field(default_factory=list)
+    error: str | None = None  # why the exercise could not be graded at all
+    misconceptions: list[str] = field(default_factory=list)
+    output: str = ""  # what the student's code printed: for the instructor only
+    attempted: bool = True  # False: a bonus exercise whose file is not in the submission
+
+    @property
+    def score(self) -> float:
+        return 0 if self.error else number(sum(c.points for c in self.checks))
+
+    @property
+    def not_implemented(self) -> bool:
+        return bool(self.checks) and all(
+            c.feedback.startswith("not implemented yet") for c in self.checks
+        )
+
+
+@dataclass
+class SubmissionResult:
+    path: str
+    results: dict[str, ExerciseResult]  # every graded exercise, in the course's order
+    key_present: bool
+    hidden_points_skipped: float = 0
+
+    @property
+    def exercises(self) -> dict[str, ExerciseResult]:
+        """The core exercises: their points make the score."""
+        return {n: e for n, e in self.results.items() if e.track == "core"}
+
+    @property
+    def bonus(self) -> dict[str, ExerciseResult]:
+        """The bonus track: graded when present, never part of the score."""
+        return {n: e for n, e in self.results.items() if e.track == "bonus"}
+
+    @property
+    def score(self) -> float:
+        return number(sum(e.score for e in self.exercises.values()))
+
+    @property
+    def max_score(self) -> float:
+        return number(sum(e.max_score for e in self.exercises.values()))
+
+    @property
+    def bonus_score(self) -> float:
+        return number(sum(e.score for e in self.bonus.values()))
+
+    @property
+    def bonus_max_score(self) -> float:
+        return number(sum(e.max_score for e in self.bonus.values()))
+
+
+# -- one check --------------------------------------------------------------------------------
+def _inputs(ctx: Context) -> str:
+    """The current example's inputs; a NamedTuple case shows its fields directly."""
+    parts = []
+    for name, value in ctx.example.items():
+        if hasattr(value, "_fields"):
+            parts.append(assertions.fmt(value))
+        else:
+            parts.append(f"{name} {assertions.fmt(value)}")
+    return ", ".join(parts)
+
+
+def run_check(check: Check, ctx: Context, course: Course, points: float) -> CheckResult:
+    """Run one check worth ``points``; WorkerLost propagates (it ends the exercise)."""
+    result = CheckResult(check.exercise, check.name, check.prop, 0, points, check.hidden, False)
+    try:
+        with assertions.tolerances(course.tolerances):
+            check.run(ctx, examples=course.examples)
+    except NotImplementedYet as error:
+        result.feedback = f"not implemented yet ({error})"
+        return result
+    except assertions.CheckFailed as failure:
+        result.feedback = _failure_text(check, ctx, failure.message, failure)
+        return result
+    except StudentError as error:
+        result.feedback = _failure_text(check, ctx, f"your code raised {error.describe()}")
+        return result
+    except Flaky:
+        result.feedback = _failure_text(
+            check, ctx, "your code gave different results for the same input"
+        )
+        return result
+    except WorkerLost:
+        raise
+    except Exception as error:  # a comparison the student's output broke
+        result.feedback = _failure_text(check, ctx, f"could not check the result ({error!r})")
+        return result
+    result.passed = True
+    result.points = points
+    return result
+
+
+def _failure_text(
+    check: Check, ctx: Context, message: str, failure: assertions.CheckFailed | None = None
+) -> str:
+    lines = [f"Property: {check.prop}", f"Failed: {message}"]
+    shown = _inputs(ctx)
+    if shown:
+        lines.append(f"Smallest failing input: {shown}")
+    if failure is not None and failure.expected is not None and failure.got is not None:
+        lines.append(f"Expected: {assertions.fmt(failure.expected)}")
+        lines.append(f"Got:      {assertions.fmt(failure.got)}")
+    return "\n".join(lines)
+
+
+# -- one exercise -----------------------------------------------------------------------------
+def grade_exercise(
+    folder: Path,
+    exercise: Exercise,
+    *,
+    course: Course,
+    key_folder: Path | None,
+    include_hidden: bool,
+    limits: Limits,
+    method: str | None,
+    devices: tuple[str, ...],
+) -> ExerciseResult:
+    points = course.check_points(exercise)
+    checks = [c for c in exercise.checks
+              if not c.hidden or (include_hidden and key_folder is not None)]
+    result = ExerciseResult(exercise.name, number(sum(points[c.name] for c in checks)),
+                            course.track(exercise.name))
+    if not (folder / exercise.filename).is_file():
+        result.error = f"{exercise.filename} was not found in the submission"
+        result.checks = [_zero(c, points[c.name]) for c in checks]
+        return result
+    with contextlib.ExitStack() as stack:
+        sandbox = stack.enter_context(
+            Sandbox(folder, exercise.name, limits=limits, method=method))
+        student = Student(sandbox, exercise)
+        try:
+            try:
+                loaded = student.load()
+            except StudentError as error:
+                raise _LoadFailed(
+                    f"{exercise.filename} could not be imported: {error.describe()}"
+                ) from None
+            if loaded["missing"]:
+                names = ", ".join(loaded["missing"])
+                raise _LoadFailed(f"{exercise.filename} does not define {names}")
+            key = None
+            if key_folder is not None and any(c.hidden for c in checks):
+                key_box = stack.enter_context(
+                    Sandbox(key_folder, exercise.name, limits=limits, method=method,
+                            trusted=True, package="answer_key")
+                )
+                key = Student(key_box, exercise)
+                key.load()
+            ctx = Context(student, key, devices)
+            for check in checks:
+                result.checks.append(run_check(check, ctx, course, points[check.name]))
+            if not all(c.passed for c in result.checks):
+                note_misconceptions(result, diagnose(exercise, student), hints=course.hints)
+        except (_LoadFailed, WorkerLost) as error:
+            result.error = getattr(error, "reason", None) or str(error)
+            done = {c.name for c in result.checks}
+            result.checks = [_zero(c, points[c.name], result.error) for c in checks
+                             if c.name not in done] + [
+                _zero_result(c, result.error) for c in result.checks
+            ]
+            result.checks.sort(key=lambda c: [x.name for x in checks].index(c.name))
+        result.output = sandbox.output()
+    return result
+
+
+def note_misconceptions(result: ExerciseResult, found: list[str], *, hints: bool = True) -> None:
+    """Record the diagnosed mistakes and add their hints to every failing check's feedback."""
+    result.misconceptions = sorted(found)
+    lines = [feedback_line(m) for m in result.misconceptions] if hints else []
+    for c in result.checks:
+        if lines and not c.passed:
+            c.feedback = "\n".join([c.feedback, *lines])
+
+
+class _LoadFailed(Exception):
+    pass
+
+
+def _zero(check: Check, points: float, reason: str = "") -> CheckResult:
+    return CheckResult(
+        check.exercise, check.name, check.prop, 0, points, check.hidden, False,
+        f"Property: {check.prop}\nNot graded: {reason}" if reason else "",
+    )
+
+
+def _zero_result(result: CheckResult, reason: str) -> CheckResult:
+    result.points, result.passed = 0, False
+    result.feedback = f"Property: {result.prop}\nNot graded: {reason}"
+    return result
+
+
+# -- a submission -----------------------------------------------------------------------------
+def copy_submission(source: Path, target: Path) -> None:
+    """Copy the submission's files where an unprivileged worker can read them."""
+    total = 0
+    for item in sorted(source.rglob("*")):
+        relative = item.relative_to(source)
+        if any(part.startswith(".") or part == "__pycache__" for part in relative.parts):
+            continue
+        if item.is_symlink():
+            continue
+        destination = target / relative
+        if item.is_dir():
+            destination.mkdir(parents=True, exist_ok=True)
+        elif item.is_file():
+            total += item.stat().st_size
+            if total > MAX_SUBMISSION_BYTES:
+                raise BadSubmission(f"{source} holds more than {MAX_SUBMISSION_BYTES >> 20} MiB")
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(item, destination)
+    for path in [target, *target.rglob("*")]:
+        os.chmod(path, 0o755 if path.is_dir() else 0o644)
+
+
+def protect_key(key_folder: Path) -> None:
+    """When grading as root, keep the answer key out of the unprivileged worker's reach."""
+    if unprivileged_user() is None:
+        return
+    mode = key_folder.stat().st_mode
+    if mode & 0o077:
+        os.chmod(key_folder, stat.S_IMODE(mode) & 0o700)
+
+
+def available_devices() -> tuple[str, ...]:
+    import torch
+
+    return ("cpu", "cuda") if torch.cuda.is_available() else ("cpu",)
+
+
+def grade_submission(
+    path: str | os.PathLike[str],
+    *,
+    course: Course | None = None,
+    exercises: tuple[str, ...] | list[str] | None = None,
+    include_hidden: bool = True,
+    key_folder: str | os.PathLike[str] | None = DEFAULT_KEY,
+    limits: Limits = Limits(),
+    method: str | None = None,
+) -> SubmissionResult:
+    """Grade the folder ``path``: the course's enabled exercises (or ``exercises``), core ones
+    always, bonus ones when their file is there."""
+    course = course or load()
+    source = Path(path)
+    if not source.is_dir():
+        raise BadSubmission(f"{source} is not a folder")
+    key = Path(key_folder) if key_folder is not None else None
+    if key is not None and not all((key / f"{n}.py").is_file() for n in course.names("core")):
+        key = None
+    if key is not None:
+        protect_key(key)
+    names = list(exercises or course.names())
+    for name in names:
+        if name not in course.names():
+            raise ValueError(f"unknown or disabled exercise {name!r}")
+    devices = available_devices()
+    results: dict[str, ExerciseResult] = {}
+    skipped = 0.0
+    with tempfile.TemporaryDirectory(prefix="attention-kit-") as tmp:
+        os.chmod(tmp, 0o755)
+        copy = Path(tmp) / "submission"
+        copy.mkdir()
+        copy_submission(source, copy)
+        for exercise in course.exercises():
+            if exercise.name not in names:
+                continue
+            track = course.track(exercise.name)
+            if track == "bonus" and not (copy / exercise.filename).is_file():
+                results[exercise.name] = ExerciseResult(
+                    exercise.name, course.points(exercise.name), track, attempted=False)
+                continue
+            own_key = key if key is not None and (key / exercise.filename).is_file() else None
+            results[exercise.name] = grade_exercise(
+                copy, exercise, course=course, key_folder=own_key,
+                include_hidden=include_hidden, limits=limits, method=method, devices=devices,
+            )
+            if track == "core":  # the points the hidden checks would have added
+                skipped += course.points(exercise.name) - results[exercise.name].max_score
+    return SubmissionResult(str(source), results, key is not None, number(skipped))

@@ -1,0 +1,245 @@
+"""What an exercise is: its declaration, and the checks, probes, operations and reference
+functions registered on it, each declared next to its code in the exercise's own module
+(``grader/problems/<name>.py``)::
+
+    EX = Exercise("softmax", functions=("softmax",), framework="numpy", track="core", points=15)
+
+    @EX.check(points=2, prop="Every slice along `axis` sums to 1.")
+    @given(case=logits_and_axis())
+    def test_slices_sum_to_one(ctx, case):
+        ...
+
+A check is a function of the ``Context``; it passes by returning and fails by raising
+(``CheckFailed`` from ``grader.core.assertions``, or the student's own exception). ``hidden=True``
+marks an answer-key comparison: the handout leaves it out and Gradescope shows it after grades
+are published. The points given here are the defaults; ``course.toml`` may scale them.
+"""
+
+from __future__ import annotations
+
+import inspect
+import numbers
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from hypothesis import HealthCheck, Phase, Verbosity, seed, settings
+from hypothesis.internal.conjecture import providers as _providers
+
+FRAMEWORKS = ("numpy", "torch")
+TRACKS = ("core", "bonus")
+
+# Hypothesis mixes into its draws the literals of every "local" module that happens to be
+# imported (grader.batch, grader.gradescope, test files...), so the same check drew different
+# examples depending on the route that imported it. Grading draws from its own strategies only:
+# the examples depend on the check, its seed and the course, nothing else.
+_NO_LOCAL_CONSTANTS = _providers.Constants()
+_providers._get_local_constants = lambda: _NO_LOCAL_CONSTANTS
+_providers.CONSTANTS_CACHE.cache.clear()
+
+GRADING = settings(
+    derandomize=True,
+    database=None,
+    deadline=None,
+    max_examples=10,
+    print_blob=False,
+    report_multiple_bugs=False,
+    verbosity=Verbosity.quiet,
+    suppress_health_check=list(HealthCheck),
+    # No "explain" phase: it replays a failing example many times to annotate it, which the
+    # feedback never shows, and costs seconds of the exercise's time budget per failing check.
+    phases=[p for p in Phase if p is not Phase.explain],
+)
+
+
+def positive_int(value: Any, name: str, minimum: int) -> int:
+    """``value`` as an int, or ValueError unless it is an integer >= ``minimum`` (bools too)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+@dataclass
+class Context:
+    """What a check sees: the student's functions, the answer key's (or None), devices."""
+
+    student: Any
+    key: Any = None
+    devices: tuple[str, ...] = ("cpu",)
+    example: dict[str, Any] = field(default_factory=dict)  # the inputs of the current example
+
+    def show(self, **inputs: Any) -> None:
+        """Record the inputs a non-Hypothesis check is about to use, for its feedback."""
+        self.example = dict(inputs)
+
+
+@dataclass(frozen=True)
+class Misconception:
+    id: str
+    mistake: str  # what the code does
+    hint: str  # a nudge toward the fix, in the student's terms
+
+
+@dataclass(frozen=True)
+class Check:
+    exercise: str
+    name: str
+    points: int  # the default; the course scales an exercise's checks to its points
+    prop: str
+    func: Callable[..., None]
+    hidden: bool = False
+    examples: int = 0  # 0: the course's examples per property
+
+    @property
+    def visibility(self) -> str:
+        return "after_published" if self.hidden else "visible"
+
+    @property
+    def is_property(self) -> bool:
+        return hasattr(self.func, "hypothesis")
+
+    def run(self, ctx: Context, *, examples: int, seed_text: str = "") -> None:
+        """Run the check; a property runs ``examples`` examples (or its own count) from a seed
+        fixed by its name (and ``seed_text``, the course secret for hidden checks)."""
+        ctx.example = {}
+        if self.is_property:
+            # Set on every run, not once: the course decides the count.
+            self.func._hypothesis_internal_use_settings = settings(  # type: ignore[attr-defined]
+                GRADING, max_examples=self.examples or examples)
+            seed(zlib.crc32(f"{seed_text}{self.exercise}.{self.name}".encode()))(self.func)
+        self.func(ctx)
+
+
+def _is_data(value: Any) -> bool:
+    return type(value).__name__ == "DataObject"
+
+
+def _record_draws(data: Any, ctx: Context) -> None:
+    """Make labelled interactive draws (``data.draw(..., label=...)``) part of the shown example."""
+    draw = data.draw
+
+    def recording_draw(strategy: Any, label: Any = None) -> Any:
+        value = draw(strategy, label=label)
+        if label is not None:  # unlabelled draws are parts of a labelled input
+            ctx.example[str(label)] = value
+        return value
+
+    data.draw = recording_draw
+
+
+def _recorded(func: Callable) -> Callable:
+    """``func`` (a Hypothesis test) made to record each example's inputs in ``ctx.example``."""
+    hypothesis = getattr(func, "hypothesis", None)
+    if hypothesis is None:
+        return func
+    inner = hypothesis.inner_test
+
+    def recorded(ctx: Context, **kwargs: Any) -> None:
+        # Hypothesis replays the smallest failure last, so what is recorded here at the end is
+        # the counterexample to show.
+        ctx.example = {k: v for k, v in kwargs.items() if not _is_data(v)}
+        for value in kwargs.values():
+            if _is_data(value):
+                _record_draws(value, ctx)
+        inner(ctx, **kwargs)
+
+    hypothesis.inner_test = recorded
+    return func
+
+
+def definition_source(obj: Callable) -> str:
+    """The source of a function or class from its ``def``/``class`` line (decorators dropped)."""
+    lines = inspect.getsource(obj).splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(("def ", "class ")))
+    return "\n".join(lines[start:]) + "\n"
+
+
+class Exercise:
+    """One exercise: what the student writes, and everything the kit knows about it."""
+
+    def __init__(self, name: str, *, functions: tuple[str, ...], framework: str, track: str,
+                 points: int, order: int, title: str):
+        if framework not in FRAMEWORKS or track not in TRACKS:
+            raise ValueError(f"{name}: framework must be one of {FRAMEWORKS}, track {TRACKS}")
+        self.name = name
+        self.functions = tuple(functions)
+        self.framework = framework
+        self.track = track
+        self.points = points
+        self.order = order  # where reports, stubs and notebooks list it (the course may move it)
+        self.title = title  # one line for tables: what the student writes
+        self.checks: list[Check] = []
+        self.misconceptions: dict[str, Misconception] = {}
+        self.probes: list[tuple[str, Callable[[Any], bool]]] = []
+        self.operations: dict[str, Callable[..., Any]] = {}
+        self.references: dict[str, Callable[..., Any]] = {}
+
+    def __repr__(self) -> str:
+        return f"Exercise({self.name!r})"
+
+    @property
+    def filename(self) -> str:
+        return f"{self.name}.py"
+
+    # -- declaring ----------------------------------------------------------------------------
+    def check(self, *, points: int, prop: str, hidden: bool = False, examples: int = 0):
+        """Register a check worth ``points`` (the default) with its property sentence."""
+
+        def decorate(func: Callable) -> Callable:
+            if any(c.name == func.__name__ for c in self.checks):
+                raise ValueError(f"{self.name}: two checks named {func.__name__}")
+            self.checks.append(
+                Check(self.name, func.__name__, points, prop, _recorded(func), hidden, examples)
+            )
+            return func
+
+        return decorate
+
+    def misconception(self, id: str, *, mistake: str, hint: str) -> Misconception:
+        """Declare a misconception; probes of this or any other exercise may name it."""
+        self.misconceptions[id] = Misconception(id, mistake, hint)
+        return self.misconceptions[id]
+
+    def probe(self, misconception_id: str):
+        """Register a probe: a function of the student proxy, True when the submission makes
+        exactly that mistake on the probe's fixed input."""
+
+        def decorate(func: Callable[[Any], bool]) -> Callable[[Any], bool]:
+            self.probes.append((misconception_id, func))
+            return func
+
+        return decorate
+
+    def operation(self, func: Callable[..., Any]) -> Callable[..., Any]:
+        """Register a worker operation (beyond calling one of ``functions``).
+
+        It runs IN THE WORKER, which imports nothing of the kit: its source is sent there and
+        run with NumPy, torch (``torch``, ``nn``, ``F``) and the worker's helpers (``plain``,
+        ``BadReturn``, ``seed_cpu``, ``linears``, ``load_state``, ``sibling``) in scope. It
+        takes the student's module first, then the request's keyword arguments."""
+        self.operations[func.__name__] = func
+        return func
+
+    def reference(self, obj: Callable[..., Any]) -> Callable[..., Any]:
+        """Register a trusted reference (a function or class the checks compare with).
+
+        References named like the exercise's functions are also the stand-ins a worker grading
+        *another* exercise gets for ``from .<name> import ...``. They are written with torch
+        (or with calls the exercise forbids), so copying one is not an answer.
+        """
+        self.references[obj.__name__] = obj
+        return obj
+
+    # -- for the worker -----------------------------------------------------------------------
+    def stand_in(self) -> dict[str, Any] | None:
+        """The source of this exercise's stand-in and the names it exports, or None when the
+        references do not cover every function."""
+        if not all(f in self.references for f in self.functions):
+            return None
+        parts = [definition_source(positive_int)]
+        parts += [definition_source(obj) for obj in self.references.values()]
+        return {"source": "\n\n".join(parts), "exports": list(self.functions)}
+
+    def operation_sources(self) -> dict[str, str]:
+        return {name: definition_source(func) for name, func in self.operations.items()}

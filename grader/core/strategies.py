@@ -1,0 +1,106 @@
+"""Bounded Hypothesis strategies shared by several exercises, building valid inputs by
+construction. An exercise's own strategies live in its module.
+
+Every case is a NamedTuple, so feedback can print its fields by name. Sizes stay small: a
+counterexample is easiest to read with two positions and one head. Arrays are drawn as a seed
+and filled from it (values on a 1/8 grid): Hypothesis then shrinks a few integers instead of
+every element, which keeps shrinking a failure to well under a second.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+FLOAT_DTYPES = (np.float64, np.float32)
+
+
+GRID = 8  # values are multiples of 1/8: exact in float32 and short to print
+SEEDS = st.integers(0, 2**16 - 1)
+# 0 (what a failure shrinks to) gives the plain case: zeros, or nothing masked.
+PLAIN_OR_RANDOM = st.integers(0, 7)
+
+
+def seeded_grid(seed: int, shape: tuple[int, ...], low: float, high: float) -> np.ndarray:
+    """Values on the 1/8 grid in [low, high] from a seeded generator."""
+    rng = np.random.default_rng(seed)
+    return rng.integers(int(np.ceil(low * GRID)), int(np.floor(high * GRID)), size=shape,
+                        endpoint=True) / GRID
+
+
+@st.composite
+def floats_array(draw, dtype, shape, low=-10.0, high=10.0) -> np.ndarray:
+    """Zeros, or grid values from a drawn seed.
+
+    Two choices per array, whatever its size. Hypothesis regenerates a whole case for every
+    shrinking attempt, and drawing elements one by one made shrinking a failure take minutes;
+    this way the shapes shrink, and the values shrink to zeros where zeros still fail.
+    """
+    if draw(PLAIN_OR_RANDOM) == 0:
+        return np.zeros(shape, dtype)
+    return seeded_grid(draw(SEEDS), shape, low, high).astype(dtype)
+
+
+class Logits(NamedTuple):
+    logits: np.ndarray
+    axis: int
+
+
+@st.composite
+def logits_and_axis(draw, dtypes=FLOAT_DTYPES, low=-10.0, high=10.0, max_dims=3) -> Logits:
+    dtype = draw(st.sampled_from(dtypes))
+    shape = draw(hnp.array_shapes(min_dims=1, max_dims=max_dims, min_side=1, max_side=4))
+    logits = draw(floats_array(dtype, shape, low, high))
+    axis = draw(st.integers(-len(shape), len(shape) - 1))
+    return Logits(logits, axis)
+
+
+class Attention(NamedTuple):
+    q: np.ndarray
+    k: np.ndarray
+    v: np.ndarray
+    mask: np.ndarray | None
+
+
+def allowed_somewhere(draw, shape) -> np.ndarray:
+    """A bool mask of ``shape`` (..., Tq, Tk) where every row allows at least one key."""
+    if draw(PLAIN_OR_RANDOM) == 0:
+        return np.zeros(shape, np.bool_)
+    rng = np.random.default_rng(draw(SEEDS))
+    mask = rng.random(shape) < 0.5
+    keep = rng.integers(0, shape[-1], size=shape[:-1])
+    np.put_along_axis(mask, keep[..., None], False, axis=-1)
+    return mask
+
+
+@st.composite
+def attention_case(draw, dtypes=FLOAT_DTYPES, with_mask=None, max_batch_dims=2) -> Attention:
+    dtype = draw(st.sampled_from(dtypes))
+    batch = draw(hnp.array_shapes(min_dims=0, max_dims=max_batch_dims, min_side=1, max_side=2))
+    tq, tk, dk, dv = (draw(st.integers(1, n)) for n in (4, 4, 3, 3))
+    q = draw(floats_array(dtype, (*batch, tq, dk), -3, 3))
+    k = draw(floats_array(dtype, (*batch, tk, dk), -3, 3))
+    v = draw(floats_array(dtype, (*batch, tk, dv), -3, 3))
+    use_mask = draw(st.booleans()) if with_mask is None else with_mask
+    mask = None
+    if use_mask:
+        full = draw(st.booleans())
+        mask = allowed_somewhere(draw, (*batch, tq, tk) if full else (tq, tk))
+    return Attention(q, k, v, mask)
+
+
+class Seeded:
+    """Arrays on the 1/8 grid from one seeded generator (for cases with many arrays)."""
+
+    def __init__(self, seed: int):
+        self.rng = np.random.default_rng(seed)
+
+    def array(self, dtype, shape, low=-3.0, high=3.0) -> np.ndarray:
+        ticks = self.rng.integers(int(low * GRID), int(high * GRID) + 1, size=shape)
+        return (ticks / GRID).astype(dtype)
+
+
+seeds = st.integers(0, 2**16)

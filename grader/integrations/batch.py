@@ -1,0 +1,215 @@
+"""Grading a class: every submission folder under a directory, in parallel, into one CSV.
+
+``python -m grader batch DIR --csv FILE [--json-dir DIR] [--jobs N] [--course FILE]``
+
+Start-up is paid once: this process imports NumPy, torch, Hypothesis and the checks, then forks
+one grader process per submission (kit code, trusted), which forks its workers per exercise as
+``grade`` does. A grader process that dies or overruns costs its own row only. Rows are sorted
+by student and hold nothing that varies between runs, so a rerun gives identical files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import json
+import os
+import signal
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from ..core import engine
+from ..core.course import EXERCISES_BY_NAME, Course, load, number
+from ..sandbox import isolation
+from ..sandbox.isolation import Limits
+from . import report
+
+
+def columns(course: Course) -> tuple[str, ...]:
+    """student, the core exercises, total, status, then the bonus track and its total."""
+    return ("student", *course.names("core"), "total", "status", *course.names("bonus"),
+            "bonus_total")
+
+
+@dataclass
+class Row:
+    student: str
+    status: str
+    scores: dict[str, int] = field(default_factory=dict)
+    total: int | None = None
+    bonus: dict[str, int | None] = field(default_factory=dict)  # None: not attempted
+    results: dict[str, Any] | None = None  # results.json, with the instructor-only output
+
+    def cells(self, course: Course) -> list[str]:
+        graded = self.status == "graded"
+        bonus = [self.bonus.get(n) for n in course.names("bonus")]
+        return [self.student,
+                *(str(self.scores[n]) if graded else "" for n in course.names("core")),
+                str(self.total) if graded else "", self.status,
+                *("" if b is None else str(b) for b in bonus),
+                str(number(sum(b for b in bonus if b is not None))) if graded else ""]
+
+
+def find_submissions(root: Path) -> list[Path]:
+    """One entry per student: everything under ``root`` but hidden names, sorted by name."""
+    return sorted((p for p in root.iterdir() if not p.name.startswith(".")), key=lambda p: p.name)
+
+
+def preload() -> None:
+    """Import once, here, what every grader and worker would otherwise import again."""
+    EXERCISES_BY_NAME()
+    isolation.preload()
+
+
+def grade_one(path: Path, *, course: Course, limits: Limits, key_folder: Path | None) -> Row:
+    """Grade one submission (runs in a forked grader process)."""
+    if not path.is_dir():
+        return Row(path.name, "not graded: not a folder")
+    try:
+        result = engine.grade_submission(path, course=course, key_folder=key_folder,
+                                         limits=limits)
+    except engine.BadSubmission as error:
+        return Row(path.name, f"not graded: {error}".replace(str(path), path.name))
+    scores = {name: e.score for name, e in result.exercises.items()}
+    bonus = {name: e.score if e.attempted else None for name, e in result.bonus.items()}
+    return Row(path.name, "graded", scores, result.score, bonus,
+               report.to_json(result, include_output=True))
+
+
+def _deadline(limits: Limits, course: Course) -> float:
+    # Each exercise may use its limit twice over (the student's worker and the key's), plus
+    # start and stop; a grader past this is stuck and is killed.
+    return len(course.names()) * (2 * limits.timeout + 10) + 30
+
+
+class Progress:
+    def __init__(self, total: int, stream: TextIO):
+        self.total, self.stream, self.done = total, stream, 0
+        self.start = time.monotonic()
+        self.tty = stream.isatty()
+        self.last = -1.0
+
+    def step(self, student: str) -> None:
+        self.done += 1
+        elapsed = time.monotonic() - self.start
+        rate = self.done / elapsed if elapsed > 0 else 0.0
+        eta = (self.total - self.done) / rate if rate else 0.0
+        width = 30
+        filled = width * self.done // max(self.total, 1)
+        line = (f"[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total}  "
+                f"{rate * 60:5.1f}/min  elapsed {_clock(elapsed)}  ETA {_clock(eta)}  {student}")
+        if self.tty:
+            self.stream.write("\r\033[K" + line[:150])
+            if self.done == self.total:
+                self.stream.write("\n")
+        elif self.done == self.total or elapsed - self.last >= 5:
+            self.stream.write(line + "\n")
+            self.last = elapsed
+        self.stream.flush()
+
+
+def _clock(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds // 60}m{seconds % 60:02d}s"
+
+
+def run(
+    root: str | os.PathLike[str],
+    *,
+    jobs: int | None = None,
+    limits: Limits = Limits(),
+    course: Course | None = None,
+    key_folder: Path | None = engine.DEFAULT_KEY,
+    progress: TextIO | None = sys.stderr,
+) -> list[Row]:
+    """Grade every submission under ``root``; returns the rows sorted by student."""
+    course = course or load()
+    paths = find_submissions(Path(root))
+    jobs = max(1, jobs or os.cpu_count() or 1)
+    preload()
+    if key_folder is not None and Path(key_folder).is_dir():
+        engine.protect_key(Path(key_folder))
+    bar = Progress(len(paths), progress) if progress is not None and paths else None
+    rows: dict[str, Row] = {}
+    running: dict[int, tuple[Path, float, Path]] = {}  # pid -> (submission, deadline, reply)
+    pending = list(reversed(paths))
+    with tempfile.TemporaryDirectory(prefix="attention-kit-batch-") as tmp:
+        while pending or running:
+            while pending and len(running) < jobs:
+                path = pending.pop()
+                reply = Path(tmp) / f"{len(pending)}.json"
+                pid = _fork_grader(path, reply, course, limits, key_folder)
+                running[pid] = (path, time.monotonic() + _deadline(limits, course), reply)
+            pid, status = os.waitpid(-1, os.WNOHANG)
+            if pid == 0:
+                now = time.monotonic()
+                for stuck, (_, deadline, _) in running.items():
+                    if now > deadline:
+                        with contextlib.suppress(ProcessLookupError):
+                            os.kill(stuck, signal.SIGKILL)
+                time.sleep(0.02)
+                continue
+            if pid not in running:
+                continue
+            path, deadline, reply = running.pop(pid)
+            rows[path.name] = _collect(path, status, reply, time.monotonic() > deadline)
+            if bar:
+                bar.step(path.name)
+    return [rows[name] for name in sorted(rows)]
+
+
+def _fork_grader(path: Path, reply: Path, course: Course, limits: Limits,
+                 key_folder: Path | None) -> int:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 0
+    try:  # the grader process: never returns into the batch loop
+        row = grade_one(path, course=course, limits=limits, key_folder=key_folder)
+        reply.write_text(json.dumps(row.__dict__))
+    except BaseException as error:  # the kit's own failure: reported in the row
+        with contextlib.suppress(Exception):
+            reply.write_text(json.dumps(Row(path.name, f"not graded: grader error {error!r}")
+                                        .__dict__))
+        code = 1
+    finally:
+        os._exit(code)
+
+
+def _collect(path: Path, status: int, reply: Path, overran: bool) -> Row:
+    if reply.is_file():
+        with contextlib.suppress(ValueError, TypeError):
+            return Row(**json.loads(reply.read_text()))
+    if overran:
+        return Row(path.name, "not graded: the grader ran past its time limit")
+    if os.WIFSIGNALED(status):
+        return Row(path.name, f"not graded: the grader was killed by signal {os.WTERMSIG(status)}")
+    return Row(path.name, f"not graded: the grader exited with code {os.WEXITSTATUS(status)}")
+
+
+def write_csv(rows: list[Row], path: str | os.PathLike[str], course: Course | None = None) -> None:
+    course = course or load()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as handle:
+        writer = csv.writer(handle, lineterminator="\n")
+        writer.writerow(columns(course))
+        for row in rows:
+            writer.writerow(row.cells(course))
+
+
+def write_json(rows: list[Row], folder: str | os.PathLike[str]) -> None:
+    """One ``<student>.json`` per graded student (instructor-only: includes printed output)."""
+    target = Path(folder)
+    target.mkdir(parents=True, exist_ok=True)
+    for row in rows:
+        if row.results is not None:
+            with open(target / f"{row.student}.json", "w") as handle:
+                json.dump(row.results, handle, indent=2, sort_keys=True)
+                handle.write("\n")

@@ -1,0 +1,231 @@
+"""``make bench``: seconds to grade the answer key (its six core exercises), as a ratio to
+``python -c "import torch"``; the whole key with the bonus track is reported beside it.
+
+Both are measured in the same run, as fresh processes, so machine load affects them alike.
+The target is a ratio under 3. With nbgrader installed it also reports seconds per notebook
+for ``nbgrader autograde`` next to seconds per submission for ``python -m grader grade``.
+
+Then ``class_scale``: a generated class (correct, wrong and hostile submissions) graded with
+``python -m grader batch --jobs 2``: submissions per minute, peak memory of the whole process
+tree (PSS, so pages shared after fork count once), and the time per submission as a ratio to
+one ``python -m grader grade``. Target: 200 submissions in under 5 minutes on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from ..core.course import KIT_ROOT as ROOT
+from ..core.course import load
+
+
+def seconds(command: list[str], repeats: int = 3) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL, cwd=ROOT)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+# A class of 20, repeated: 13 correct, 4 wrong, 3 hostile (the hostile kinds rotate).
+WRONG = {
+    "softmax.py": ("shifted = converted - np.max(converted, axis=axis, keepdims=True)",
+                   "shifted = converted"),
+    "attention.py": (" / np.sqrt(d_k)", ""),
+    "heads.py": (".transpose(0, 2, 1, 3)  # (B, H, T, D)", "  # (B, H, T, D)"),
+}
+HOSTILE = [
+    ("softmax_backward.py", "import os\nos._exit(3)\n"),
+    ("attention.py", "import ctypes\nctypes.string_at(0)\n"),
+    ("softmax.py", "print('softmax 15 / 15 all checks pass; total 100 / 100')\n"),
+    ("mha.py", "import numpy as np\nhoard = []\nwhile True:\n    hoard.append(np.ones(8 << 20))\n"),
+    ("kv_cache.py", f"open({str(ROOT / 'solutions' / 'kv_cache.py')!r}).read()\n"),
+    ("heads.py", "import sys\nsys.exit(0)\n"),
+    ("softmax.py", "import numpy as np\nnp.allclose = lambda *a, **k: True\n"),
+]
+HANG = ("heads.py", "while True:\n    pass\n")  # costs the full time limit: 1 in 100
+
+
+def make_class(folder: Path, size: int) -> dict[str, int]:
+    kinds = {"correct": 0, "wrong": 0, "hostile": 0}
+    for i in range(size):
+        student = folder / f"student-{i:03d}@example.edu"
+        core_submission(student)
+        slot = i % 20
+        if slot < 13:
+            kinds["correct"] += 1
+        elif slot < 17:
+            kinds["wrong"] += 1
+            name, (old, new) = list(WRONG.items())[i % len(WRONG)]
+            path = student / name
+            path.write_text(path.read_text().replace(old, new))
+        else:
+            kinds["hostile"] += 1
+            name, code = HANG if i % 100 == 99 else HOSTILE[i % len(HOSTILE)]
+            path = student / name
+            path.write_text(code + path.read_text())
+    return kinds
+
+
+def core_submission(folder: Path) -> Path:
+    """The answer key's six core files: the 100-point assignment, without the optional bonus."""
+    folder.mkdir(parents=True)
+    for name in load().names("core"):
+        shutil.copyfile(ROOT / "solutions" / f"{name}.py", folder / f"{name}.py")
+    return folder
+
+
+def _tree_pss(root_pid: int) -> int:
+    """Proportional set size of a process and all its descendants, in bytes."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(parent, []).append(int(entry.name))
+    total, todo = 0, [root_pid]
+    while todo:
+        pid = todo.pop()
+        todo += children.get(pid, [])
+        try:
+            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    total += int(line.split()[1]) * 1024
+                    break
+        except OSError:
+            continue
+    return total
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def class_scale(size: int = 200, jobs: int = 2) -> dict[str, float]:
+    """Grade a generated class with ``batch``; print and return the figures.
+
+    CPU seconds (the whole process tree's, from the kernel) are reported beside wall time:
+    on a shared machine they are the figure that does not depend on the neighbours' load.
+    """
+    with tempfile.TemporaryDirectory(prefix="attention-kit-bench-") as tmp:
+        one = core_submission(Path(tmp) / "one")
+        cpu0 = _children_cpu()
+        single = seconds([sys.executable, "-m", "grader", "grade", str(one)], repeats=1)
+        single_cpu = _children_cpu() - cpu0
+        folder = Path(tmp) / "class"
+        folder.mkdir()
+        kinds = make_class(folder, size)
+        command = [sys.executable, "-m", "grader", "batch", str(folder), "--csv",
+                   str(Path(tmp) / "grades.csv"), "--jobs", str(jobs)]
+        start = time.perf_counter()
+        process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL)
+        peak = [0]
+
+        def sample() -> None:
+            while process.poll() is None:
+                peak[0] = max(peak[0], _tree_pss(process.pid))
+                time.sleep(0.5)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        cpu0 = _children_cpu()
+        process.wait()
+        wall = time.perf_counter() - start
+        cpu = _children_cpu() - cpu0
+        sampler.join()
+        with open(Path(tmp) / "grades.csv", newline="") as handle:
+            graded = sum(row["status"] == "graded" for row in csv.DictReader(handle))
+    per_submission = wall * jobs / size
+    figures = {"size": size, "jobs": jobs, "wall": wall, "per_minute": size / wall * 60,
+               "peak_mib": peak[0] / (1 << 20), "single": single,
+               "ratio": per_submission / single, "cpu_per_submission": cpu / size,
+               "single_cpu": single_cpu, "cpu_ratio": cpu / size / single_cpu}
+    print(f"class of {size} ({kinds['correct']} correct, {kinds['wrong']} wrong, "
+          f"{kinds['hostile']} hostile; the six core files each), --jobs {jobs}: "
+          f"{graded} graded")
+    print(f"batch wall time:        {wall:6.1f} s (target < 300 s for 200 on 2 cores)")
+    print(f"submissions per minute: {figures['per_minute']:6.1f}")
+    print(f"peak memory (PSS):      {figures['peak_mib']:6.0f} MiB")
+    print(f"one `grader grade`:     {single:6.2f} s")
+    print(f"per submission:         {per_submission:6.2f} s of one core "
+          f"({figures['ratio']:.2f}x one `grader grade`)")
+    print(f"CPU per submission:     {cpu / size:6.2f} s, against {single_cpu:.2f} s for one "
+          f"`grader grade` ({figures['cpu_ratio']:.2f}x)")
+    print(f"projected for 200 on {jobs} idle cores: {200 * cpu / size / jobs:6.0f} s")
+    return figures
+
+
+def notebook_seconds(per_submission: float, notebooks: int = 2) -> None:
+    """Seconds per notebook for ``nbgrader autograde`` (the answer key filled into the release),
+    printed next to seconds per submission for ``python -m grader grade``."""
+    try:
+        import nbgrader  # noqa: F401
+    except ImportError:
+        print("nbgrader autograde:     not measured (nbgrader is not installed: make bench "
+              "installs it)")
+        return
+    from . import notebook
+
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    nbgrader = [sys.executable, "-m", "nbgrader"]
+    with tempfile.TemporaryDirectory(prefix="attention-kit-bench-") as tmp:
+        course = Path(tmp)
+        notebook.build(course)
+        quiet = {"cwd": course, "env": env, "check": True, "capture_output": True}
+        subprocess.run([*nbgrader, "generate_assignment", "attention"], **quiet)
+        release = json.loads((course / "release/attention/attention.ipynb").read_text())
+        source = json.loads((course / "source/attention/attention.ipynb").read_text())
+        answers = {c["id"]: c["source"] for c in source["cells"]
+                   if c["metadata"]["nbgrader"].get("solution")}
+        for cell in release["cells"]:
+            cell["source"] = answers.get(cell["id"], cell["source"])
+        for number in range(notebooks):
+            folder = course / "submitted" / f"student{number}" / "attention"
+            folder.mkdir(parents=True)
+            (folder / "attention.ipynb").write_text(json.dumps(release))
+        start = time.perf_counter()
+        subprocess.run([*nbgrader, "autograde", "attention"], **quiet)
+        per_notebook = (time.perf_counter() - start) / notebooks
+    print(f"nbgrader autograde:     {per_notebook:6.2f} s per notebook ({notebooks} answer-key "
+          "notebooks, one run)")
+    print(f"python -m grader grade: {per_submission:6.2f} s per submission (the answer key, "
+          "median of 3)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m grader bench")
+    parser.add_argument("--class-size", type=int, default=200)
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--class-only", action="store_true", help="skip the import-ratio part")
+    args = parser.parse_args(argv)
+    if not args.class_only:
+        baseline = seconds([sys.executable, "-c", "import torch"])
+        with tempfile.TemporaryDirectory(prefix="attention-kit-bench-") as tmp:
+            core = seconds([sys.executable, "-m", "grader", "grade",
+                            str(core_submission(Path(tmp) / "key"))])
+        grade = seconds([sys.executable, "-m", "grader", "grade", "solutions"])
+        print(f"import torch:           {baseline:6.2f} s (median of 3)")
+        print(f"grade the answer key:   {core:6.2f} s (median of 3; the six core exercises)")
+        print(f"ratio:                  {core / baseline:6.2f}x (target < 3x)")
+        print(f"with the bonus track:   {grade:6.2f} s (all of solutions/, ten exercises), "
+              f"{grade / baseline:.2f}x")
+        notebook_seconds(grade)
+    if args.class_size:
+        class_scale(args.class_size, args.jobs)
+    return 0

@@ -1,0 +1,171 @@
+"""Command line: ``python -m grader grade PATH [--json FILE]`` and friends.
+
+Every command takes ``--course FILE`` (default: the kit's ``course.toml``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ..core.course import CourseError, load
+from ..sandbox.isolation import GiB, Limits
+
+
+def _limits(args: argparse.Namespace) -> Limits:
+    return Limits(timeout=args.timeout, memory=int(args.memory * GiB))
+
+
+def _grade(args: argparse.Namespace) -> int:
+    from ..core import engine
+    from . import report
+
+    try:
+        result = engine.grade_submission(
+            args.path,
+            course=load(args.course),
+            key_folder=None if args.no_key else engine.DEFAULT_KEY,
+            limits=_limits(args),
+            exercises=args.exercise or None,
+        )
+    except (engine.BadSubmission, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(report.render(result, show_output=args.show_output))
+    if args.json:
+        report.dump_json(result, args.json)
+    return 0
+
+
+def _batch(args: argparse.Namespace) -> int:
+    from ..core import engine
+    from . import batch
+
+    course = load(args.course)
+    rows = batch.run(args.dir, jobs=args.jobs, limits=_limits(args), course=course,
+                     key_folder=None if args.no_key else engine.DEFAULT_KEY)
+    batch.write_csv(rows, args.csv, course)
+    if args.json_dir:
+        batch.write_json(rows, args.json_dir)
+    graded = sum(row.status == "graded" for row in rows)
+    print(f"{graded} of {len(rows)} submissions graded; wrote {args.csv}", file=sys.stderr)
+    return 0
+
+
+def _stubs(args: argparse.Namespace) -> int:
+    from . import stubs
+
+    changed = stubs.write_stubs(load(args.course))
+    print("\n".join(f"wrote {p}" for p in changed) or "stubs are up to date")
+    return 0
+
+
+def _handout(args: argparse.Namespace) -> int:
+    from . import handout
+
+    print(f"wrote {handout.build(Path(args.target), load(args.course))}")
+    return 0
+
+
+def _gradescope(args: argparse.Namespace) -> int:
+    from . import gradescope
+
+    if args.action == "build":
+        print(f"wrote {gradescope.build(Path(args.target), args.course)}")
+        return 0
+    return gradescope.run_and_write(Path(args.root))
+
+
+def _notebook(args: argparse.Namespace) -> int:
+    from . import notebook
+
+    if args.action == "files":
+        written = notebook.answer_files(Path(args.paths[0]), Path(args.paths[1]))
+        print("\n".join(f"wrote {p}" for p in written))
+        return 0
+    target = Path(args.paths[0]) if args.paths else Path("build/nbgrader")
+    changed = notebook.build(target, course=load(args.course))
+    print("\n".join(f"wrote {p}" for p in changed) or f"{target} is up to date")
+    return 0
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from . import bench
+
+    return bench.main(args.rest)
+
+
+def _limit_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--timeout", type=float, default=60.0,
+                        help="wall seconds per exercise (default 60)")
+    parser.add_argument("--memory", type=float, default=4.0,
+                        help="GiB a worker may allocate (default 4)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m grader", description=__doc__)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--course", metavar="FILE", default=None,
+                        help="the course file (default: the kit's course.toml)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    grade = sub.add_parser("grade", parents=[common], help="grade one submission folder")
+    grade.add_argument("path", help="a folder holding softmax.py, attention.py, ...")
+    grade.add_argument("--json", metavar="FILE", help="write Gradescope's results.json here")
+    _limit_options(grade)
+    grade.add_argument("--exercise", action="append", help="grade only this exercise (repeatable)")
+    grade.add_argument("--no-key", action="store_true",
+                       help="ignore solutions/ even if present (grade as a student would)")
+    grade.add_argument("--show-output", action="store_true",
+                       help="show what the submission printed (instructor view)")
+    grade.set_defaults(func=_grade)
+
+    many = sub.add_parser("batch", parents=[common],
+                          help="grade every submission folder under DIR into a CSV")
+    many.add_argument("dir", help="a folder holding one submission folder per student")
+    many.add_argument("--csv", required=True, metavar="FILE", help="write the scores here")
+    many.add_argument("--json-dir", metavar="DIR",
+                      help="also write <student>.json per student (instructor view)")
+    many.add_argument("--jobs", type=int, default=None,
+                      help="submissions graded at once (default: the number of CPUs)")
+    _limit_options(many)
+    many.add_argument("--no-key", action="store_true", help="ignore solutions/ even if present")
+    many.set_defaults(func=_batch)
+
+    stubs = sub.add_parser("stubs", parents=[common], help="regenerate exercises/ from solutions/")
+    stubs.set_defaults(func=_stubs)
+
+    handout = sub.add_parser("handout", parents=[common],
+                             help="write the student's copy of the kit (default dist/handout)")
+    handout.add_argument("target", nargs="?", default="dist/handout")
+    handout.set_defaults(func=_handout)
+
+    gradescope = sub.add_parser("gradescope", parents=[common],
+                                help="build the Gradescope bundle, or run inside it")
+    gradescope.add_argument("action", choices=("build", "run"))
+    gradescope.add_argument("target", nargs="?", default="dist/gradescope-autograder.zip",
+                            help="build: the zip to write")
+    gradescope.add_argument("--root", default="/autograder", help="run: Gradescope's root")
+    gradescope.set_defaults(func=_gradescope)
+
+    notebook = sub.add_parser("nbgrader", parents=[common],
+                              help="write the nbgrader course folder (build [COURSE_DIR]) or a "
+                                   "notebook's answers as files (files NOTEBOOK FOLDER)")
+    notebook.add_argument("action", choices=("build", "files"))
+    notebook.add_argument("paths", nargs="*")
+    notebook.set_defaults(func=_notebook)
+
+    bench = sub.add_parser("bench", help="the benchmarks (make bench)")
+    bench.add_argument("rest", nargs=argparse.REMAINDER)
+    bench.set_defaults(func=_bench)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except CourseError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2

@@ -1,0 +1,145 @@
+"""Gradescope: the autograder bundle (``make gradescope``) and what runs inside it.
+
+Gradescope unzips ``dist/gradescope-autograder.zip`` into ``/autograder/source``, runs
+``setup.sh`` once to build the image, then runs ``run_autograder`` once per submission: it
+grades ``/autograder/submission`` and writes ``/autograder/results/results.json``. Hidden
+checks carry the visibility ``after_published``. The root is ``$AUTOGRADER_ROOT`` (default
+``/autograder``), so the bundle can be tried on a simulated tree.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import zipfile
+from pathlib import Path
+from typing import Any
+
+from ..core.course import KIT_ROOT as ROOT
+from ..core.course import load
+
+BUNDLE = ROOT / "dist" / "gradescope-autograder.zip"
+FIXED_TIME = (2020, 1, 1, 0, 0, 0)  # zip entries carry no build time: the same input, same bytes
+
+SETUP_SH = """\
+#!/usr/bin/env bash
+# Gradescope runs this once, as root, on its Ubuntu base image, from /autograder/source.
+set -euxo pipefail
+cd /autograder/source
+export DEBIAN_FRONTEND=noninteractive
+apt-get update
+# The pinned NumPy needs Python 3.11 or newer (Ubuntu 22.04 ships 3.10, 24.04 ships 3.12).
+PY=""
+for candidate in python3.13 python3.12 python3.11; do
+    if command -v "$candidate" >/dev/null; then PY="$candidate"; break; fi
+done
+if [ -z "$PY" ]; then
+    apt-get install -y python3.11 python3.11-venv
+    PY=python3.11
+else
+    apt-get install -y "$PY-venv" || true
+fi
+"$PY" -m venv /autograder/venv
+/autograder/venv/bin/python -m pip install --upgrade pip
+# torch from PyTorch's CPU index: PyPI's Linux wheel pulls gigabytes of CUDA libraries.
+TORCH="$(grep -E '^torch==' requirements.lock)"
+/autograder/venv/bin/python -m pip install --index-url https://download.pytorch.org/whl/cpu "$TORCH"
+/autograder/venv/bin/python -m pip install -r requirements.lock
+/autograder/venv/bin/python -m pip install --no-deps -e .
+/autograder/venv/bin/python -m grader grade solutions
+"""
+
+RUN_AUTOGRADER = """\
+#!/usr/bin/env bash
+# Gradescope runs this once per submission. AUTOGRADER_ROOT and AUTOGRADER_PYTHON exist so the
+# bundle can be tried outside Gradescope on a simulated tree.
+set -uo pipefail
+ROOT="${AUTOGRADER_ROOT:-/autograder}"
+PYTHON="${AUTOGRADER_PYTHON:-$ROOT/venv/bin/python}"
+cd "$ROOT/source"
+mkdir -p "$ROOT/results"
+exec "$PYTHON" -m grader gradescope run --root "$ROOT"
+"""
+
+KIT_FILES = ("pyproject.toml", "requirements.lock")
+
+
+def build(target: Path = BUNDLE, course: str | os.PathLike[str] | None = None) -> Path:
+    """Write the bundle: the grader, the answer key and the course file (as course.toml)."""
+    target = Path(target)
+    chosen = load(course)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    files: dict[str, bytes] = {}
+    for folder in ("grader", "solutions"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            if "__pycache__" not in path.parts:
+                files[path.relative_to(ROOT).as_posix()] = path.read_bytes()
+    for name in KIT_FILES:
+        files[name] = (ROOT / name).read_bytes()
+    if chosen.path is not None:
+        files["course.toml"] = chosen.path.read_bytes()
+    files["README.md"] = b"attention-kit's Gradescope autograder (see the kit's README).\n"
+    scripts = {"setup.sh": SETUP_SH, "run_autograder": RUN_AUTOGRADER}
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as bundle:
+        for name, text in scripts.items():
+            info = zipfile.ZipInfo(name, FIXED_TIME)
+            info.external_attr = 0o100755 << 16
+            bundle.writestr(info, text)
+        for name in sorted(files):
+            info = zipfile.ZipInfo(name, FIXED_TIME)
+            info.external_attr = 0o100644 << 16
+            bundle.writestr(info, files[name], zipfile.ZIP_DEFLATED)
+    return target
+
+
+def find_exercise_folder(submission: Path, names: list[str]) -> Path | None:
+    """The folder holding the most exercise files (students upload files or a folder)."""
+    best, count = None, 0
+    for folder in [submission, *sorted(p for p in submission.rglob("*") if p.is_dir())]:
+        if any(part.startswith((".", "__")) for part in folder.relative_to(submission).parts):
+            continue
+        found = sum((folder / f"{n}.py").is_file() for n in names)
+        if found > count:
+            best, count = folder, found
+    return best
+
+
+def failure(message: str) -> dict[str, Any]:
+    return {"score": 0, "output": message, "tests": [], "stdout_visibility": "hidden"}
+
+
+def run(root: Path) -> dict[str, Any]:
+    from ..core import engine
+    from . import report
+
+    bundled = root / "source" / "course.toml"
+    course = load(bundled if bundled.is_file() else None)
+    submission = root / "submission"
+    names = course.names()
+    folder = find_exercise_folder(submission, names) if submission.is_dir() else None
+    if folder is None:
+        files = ", ".join(f"{n}.py" for n in course.names("core"))
+        return failure(f"No exercise files found: upload {files}.")
+    try:
+        result = engine.grade_submission(folder, course=course,
+                                         key_folder=root / "source" / "solutions")
+    except engine.BadSubmission as error:
+        return failure(f"This submission could not be graded: {error}")
+    data = report.to_json(result)  # never the student's printed output
+    data["output"] = f"Graded {result.score} / {result.max_score} points."
+    data["stdout_visibility"] = "hidden"
+    return data
+
+
+def run_and_write(root: Path) -> int:
+    """Grade ``root/submission`` into ``root/results/results.json``, whatever happens."""
+    try:
+        data = run(root)
+    except Exception as error:  # the kit's own failure: still leave a results.json behind
+        data = failure(f"The autograder failed ({error!r}); please tell your instructor.")
+    (root / "results").mkdir(parents=True, exist_ok=True)
+    with open(root / "results" / "results.json", "w") as handle:
+        json.dump(data, handle, indent=2, sort_keys=True)
+        handle.write("\n")
+    print(data.get("output", ""))
+    return 0

@@ -1,0 +1,115 @@
+"""``make handout``: the student's copy of the kit in ``dist/handout/``.
+
+It holds the stubs of the course's exercises as ``exercises/``, the course file, the grader
+without the answer key and without the hidden checks (each exercise module's
+``### BEGIN HIDDEN CHECKS`` region is cut out), a Makefile whose ``make grade`` sets up its own
+``.venv``, and a student README. The engine sees no ``solutions/`` there and grades on the
+public checks.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+from ..core.course import KIT_ROOT as ROOT
+from ..core.course import Course, load
+from .stubs import stub_sources
+
+DEFAULT_TARGET = ROOT / "dist" / "handout"
+# Instructor-only tools: they need the answer key.
+LEFT_OUT = {"integrations/bench.py", "integrations/handout.py", "integrations/gradescope.py"}
+HIDDEN = re.compile(r"^### BEGIN HIDDEN CHECKS\n.*?^### END HIDDEN CHECKS\n", re.M | re.S)
+
+
+def without_hidden_checks(source: str) -> str:
+    """An exercise module's source with its hidden checks cut out."""
+    return HIDDEN.sub("", source)
+
+MAKEFILE = """\
+# Grade your work: `make grade` (the first run creates .venv and installs the pinned versions).
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+EXERCISE ?=
+
+.PHONY: grade clean
+
+$(VENV)/.installed: pyproject.toml requirements.lock
+\t$(PYTHON) -m venv $(VENV)
+\t$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.lock
+\t$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
+\ttouch $@
+
+## grade: grade exercises/ (one exercise: make grade EXERCISE=softmax)
+grade: $(VENV)/.installed
+\t$(PY) -m grader grade exercises $(if $(EXERCISE),--exercise $(EXERCISE))
+
+clean:
+\trm -rf $(VENV) .hypothesis
+"""
+
+README = """\
+# attention-kit: multi-head attention, exercise by exercise
+
+You implement {count} files in `exercises/`, in this order: {core}. Each stub has the exact
+signature and a docstring with the shapes, dtypes and errors it must raise; replace each
+`raise NotImplementedError(...)` with your code.
+
+## Set up and grade
+
+    make grade                      # first run: creates .venv (Python 3.11+), then grades
+    make grade EXERCISE=softmax     # one exercise
+
+The grader runs property checks (generated inputs, compared with PyTorch) and tells you, for a
+failing check, the property that broke and the smallest input that breaks it. Your code runs in
+a separate process per exercise: a crash, an infinite loop (60 s limit) or `sys.exit` costs
+that exercise only, and what your code prints is not part of the report.
+
+{bonus}
+Your instructor grades with the same public checks plus a few hidden ones that compare with an
+answer key; the report says how many points those are worth.
+
+## Rules of thumb
+- Keep the function names and signatures; helper functions are fine.
+- `attention.py` may import your `softmax`; while grading, each exercise is given the kit's
+  reference versions of the others, so one mistake costs one exercise.
+"""
+
+
+def readme(course: Course) -> str:
+    core = ", ".join(f"`{e.filename}`" for e in course.exercises("core"))
+    bonus = course.exercises("bonus")
+    extra = ""
+    if bonus:
+        files = ", ".join(f"`{e.filename}`" for e in bonus)
+        extra = (f"The bonus track ({files}) is optional: it is graded when you fill it in and "
+                 f"reported apart from the {course.total():g} points.\n")
+    return README.format(count=len(course.names("core")), core=core, bonus=extra)
+
+
+def build(target: Path = DEFAULT_TARGET, course: Course | None = None) -> Path:
+    course = course or load()
+    target = Path(target)
+    if target.exists():
+        shutil.rmtree(target)
+    (target / "exercises").mkdir(parents=True)
+    for filename, text in stub_sources(course=course).items():
+        (target / "exercises" / filename).write_text(text)
+    source = ROOT / "grader"
+    for path in sorted(source.rglob("*.py")):
+        relative = path.relative_to(source).as_posix()
+        if relative in LEFT_OUT or "__pycache__" in relative:
+            continue
+        destination = target / "grader" / relative
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        destination.write_text(without_hidden_checks(path.read_text()))
+    for name in ("pyproject.toml", "requirements.lock"):
+        shutil.copyfile(ROOT / name, target / name)
+    if course.path is not None:
+        shutil.copyfile(course.path, target / "course.toml")
+    (target / "Makefile").write_text(MAKEFILE)
+    (target / "README.md").write_text(readme(course))
+    (target / ".gitignore").write_text(".venv/\n__pycache__/\n*.egg-info/\n.hypothesis/\n")
+    return target

@@ -1,0 +1,134 @@
+"""Turning a SubmissionResult into the terminal report and Gradescope's results.json.
+
+Bonus points never enter the top-level ``score``: Gradescope's total stays the core score, and
+a course that uses the bonus track reads ``extra_data.bonus``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..core.diagnose import feedback_line
+from ..core.engine import ExerciseResult, SubmissionResult
+
+
+def status(e: ExerciseResult) -> str:
+    if not e.attempted:
+        return "not attempted"
+    if e.error:
+        return e.error
+    if e.not_implemented:
+        return "not implemented yet"
+    failed = [c for c in e.checks if not c.passed]
+    return "all checks pass" if not failed else f"{len(failed)} check(s) failing"
+
+
+def _tests(result: SubmissionResult) -> list[dict[str, Any]]:
+    tests = []
+    for e in result.results.values():
+        bonus = e.track == "bonus"
+        for c in e.checks:
+            tests.append({
+                "name": f"{'bonus ' if bonus else ''}{c.exercise}: {c.name}",
+                "score": c.points,
+                "max_score": c.max_points,
+                "status": "passed" if c.passed else "failed",
+                "output": c.feedback if not c.passed else f"Property: {c.prop}\nPassed.",
+                "tags": [c.exercise, "bonus"] if bonus else [c.exercise],
+                "visibility": c.visibility,
+            })
+    return tests
+
+
+def to_json(result: SubmissionResult, *, include_output: bool = False) -> dict[str, Any]:
+    """Gradescope's results.json: score, tests[], extra_data.exercises.<name> (core) and
+    extra_data.bonus.<name>.
+
+    ``include_output`` adds what the student's code printed (capped) under
+    ``instructor.output``: only for files instructors alone read, never for Gradescope.
+    """
+    exercises = {
+        name: {"score": e.score, "max_score": e.max_score, "misconceptions": list(e.misconceptions)}
+        for name, e in result.exercises.items()
+    }
+    bonus = {
+        name: {"score": e.score, "max_score": e.max_score,
+               "misconceptions": list(e.misconceptions), "attempted": e.attempted}
+        for name, e in result.bonus.items()
+    }
+    data: dict[str, Any] = {
+        "score": result.score,
+        "tests": _tests(result),
+        "extra_data": {
+            "exercises": exercises,
+            "bonus": bonus,
+            "answer_key_present": result.key_present,
+            "hidden_points_not_graded": result.hidden_points_skipped,
+        },
+    }
+    if include_output:
+        data["instructor"] = {
+            "output": {n: e.output for n, e in result.results.items() if e.output},
+            "errors": {n: e.error for n, e in result.results.items() if e.error},
+        }
+    return data
+
+
+def dump_json(result: SubmissionResult, path: str) -> None:
+    with open(path, "w") as handle:
+        json.dump(to_json(result), handle, indent=2, sort_keys=True)
+        handle.write("\n")
+
+
+def _table(rows: dict[str, ExerciseResult], width: int, head: str, total: str,
+           score: float, max_score: float) -> list[str]:
+    lines = [f"{head:<{width}}{'score':>9}  status" + (
+        " (not part of the total)" if head == "bonus" else ""), "-" * (width + 40)]
+    for name, e in rows.items():
+        lines.append(f"{name:<{width}}{e.score:>4} / {e.max_score:<3} {status(e)}")
+    lines.append("-" * (width + 40))
+    lines.append(f"{total:<{width}}{score:>4} / {max_score}")
+    return lines
+
+
+def _failures(name: str, e: ExerciseResult) -> list[str]:
+    """A failing exercise's section: its diagnosis once, then each failing check."""
+    failing = [c for c in e.checks if not c.passed]
+    if not e.attempted or not failing or e.not_implemented:
+        return []
+    lines = ["", f"== {name}{' (bonus)' if e.track == 'bonus' else ''} =="]
+    if e.error:
+        return lines + [f"Not graded: {e.error}"]
+    # A diagnosis is shown once, above the checks (each check's JSON output carries it too).
+    hints = [feedback_line(m) for m in e.misconceptions]
+    lines += hints
+    for c in failing:
+        lines.append(f"-- {c.name} ({c.points}/{c.max_points})")
+        lines += ["   " + line for line in c.feedback.splitlines() if line not in hints]
+    return lines
+
+
+def render(result: SubmissionResult, *, show_output: bool = False) -> str:
+    lines = [f"Grading {result.path}", ""]
+    width = max(len(n) for n in [*result.results, "bonus total"]) + 2
+    lines += _table(result.exercises, width, "exercise", "total", result.score,
+                    result.max_score)
+    if not result.key_present:
+        lines.append(
+            f"\n(No answer key here: graded on the public property and torch checks. "
+            f"{result.hidden_points_skipped} more points come from hidden checks your "
+            "instructor runs.)"
+        )
+    for name, e in result.exercises.items():
+        lines += _failures(name, e)
+    if result.bonus:
+        lines += [""] + _table(result.bonus, width, "bonus", "bonus total", result.bonus_score,
+                               result.bonus_max_score)
+        for name, e in result.bonus.items():
+            lines += _failures(name, e)
+    if show_output:
+        for name, e in result.results.items():
+            if e.output.strip():
+                lines += ["", f"== what {name} printed (instructor view) ==", e.output.rstrip()]
+    return "\n".join(lines)

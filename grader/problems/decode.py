@@ -1,0 +1,271 @@
+"""Bonus exercise `decode`: `KVCache` and `decode_step` in PyTorch, checked against one full
+causal forward of the reference `MultiHeadAttention` (at the input's dtype tolerance: float32
+inputs at rtol 1e-4, atol 1e-5). The decoding runs on every available device."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ..core.assertions import (
+    CheckFailed,
+    assert_close,
+    assert_equal,
+    assert_shape,
+    expect_value_error,
+)
+from ..core.diagnose import mistaken
+from ..core.exercise import Exercise
+from ..core.strategies import FLOAT_DTYPES, Seeded, seeds
+from ..sandbox.worker import BadReturn, load_state, plain, seed_cpu, sibling
+from .attention import causal_mask
+from .mha import MultiHeadAttention, with_weights
+
+EX = Exercise("decode", functions=("KVCache", "decode_step"), framework="torch", track="bonus",
+              points=10, order=10, title="`KVCache`, `decode_step(mha, x_new, cache)`")
+
+
+# -- reference ----------------------------------------------------------------------------------
+@EX.reference
+def causal_forward(d_model, n_head, bias, state, x, device="cpu") -> np.ndarray:
+    """The reference ``MultiHeadAttention`` over the whole of ``x`` with a causal mask."""
+    mha = with_weights(MultiHeadAttention(d_model, n_head, bias=bias), state,
+                       torch.from_numpy(x).dtype, device)
+    with torch.no_grad():
+        tx = torch.from_numpy(x).to(device)
+        y, _ = mha(tx, torch.from_numpy(causal_mask(x.shape[1])).to(device))
+    return y.cpu().numpy()
+
+
+# -- worker operations ----------------------------------------------------------------------------
+@EX.operation
+def decode_run(module, d_model, n_head, bias, state, xs, device="cpu"):
+    """Feed the chunks ``xs`` (each ``(B, T_i, d_model)``) through the student's
+    ``decode_step`` with one ``KVCache``, on the reference ``MultiHeadAttention`` (what
+    ``from .mha import MultiHeadAttention`` gives the submission): ``{"ys", "lengths"}``."""
+    seed_cpu(0)
+    mha = sibling("mha").MultiHeadAttention(d_model, n_head, bias=bias)
+    mha = mha.to(device=device, dtype=torch.from_numpy(xs[0]).dtype)
+    load_state(mha, state)
+    cache = module.KVCache()
+    ys, lengths = [], []
+    with torch.no_grad():
+        for i, chunk in enumerate(xs):
+            y = module.decode_step(mha, torch.from_numpy(chunk).to(device), cache)
+            if not isinstance(y, torch.Tensor):
+                raise BadReturn(f"decode_step returned a {type(y).__name__}, expected a tensor")
+            ys.append(plain(y, f"the output of step {i}"))
+            lengths.append(int(len(cache)))
+    return {"ys": ys, "lengths": lengths}
+
+
+@EX.operation
+def kvcache_run(module, steps):
+    """``append`` after ``append`` on one new ``KVCache``; ``steps`` hold ``{"k", "v",
+    "device"}`` each: ``[{"len", "k", "v"}, ...]`` (k and v only for cpu and cuda)."""
+    cache = module.KVCache()
+    replies = []
+    for i, step in enumerate(steps):
+        device = step.get("device", "cpu")
+        k = torch.from_numpy(step["k"]).to(device)
+        v = torch.from_numpy(step["v"]).to(device)
+        result = cache.append(k, v)
+        if not isinstance(result, tuple) or len(result) != 2:
+            raise BadReturn(f"append (step {i}) must return a tuple (k_all, v_all)")
+        reply = {"len": int(len(cache))}
+        if all(isinstance(t, torch.Tensor) and t.device.type in ("cpu", "cuda") for t in result):
+            reply["k"] = plain(result[0], f"k_all after append {i}")
+            reply["v"] = plain(result[1], f"v_all after append {i}")
+        replies.append(reply)
+    return replies
+
+
+# -- strategies ---------------------------------------------------------------------------------
+class Decode(NamedTuple):
+    d_model: int
+    n_head: int
+    bias: bool
+    state: dict
+    x: np.ndarray
+    chunks: tuple[int, ...]  # how many tokens each decode_step gets; they sum to T
+
+
+def split_chunks(x: np.ndarray, chunks: tuple[int, ...]) -> list[np.ndarray]:
+    starts = np.cumsum((0, *chunks))
+    return [x[:, s:e] for s, e in zip(starts[:-1], starts[1:])]
+
+
+@st.composite
+def decode_case(draw, dtypes=FLOAT_DTYPES, token_by_token=False, max_t=6) -> Decode:
+    dtype = draw(st.sampled_from(dtypes))
+    n_head, d_head = draw(st.integers(1, 3)), draw(st.integers(1, 2))
+    d_model = n_head * d_head
+    b, t = draw(st.integers(1, 2)), draw(st.integers(1, max_t))
+    bias = draw(st.booleans())
+    values = Seeded(draw(seeds))
+    state = {}
+    for name in ("wq", "wk", "wv", "wo"):
+        state[f"{name}.weight"] = values.array(dtype, (d_model, d_model), -1, 1)
+        if bias:
+            state[f"{name}.bias"] = values.array(dtype, (d_model,), -1, 1)
+    x = values.array(dtype, (b, t, d_model), -2, 2)
+    if token_by_token:
+        chunks = (1,) * t
+    else:
+        cuts = draw(st.sets(st.integers(1, t - 1), max_size=3)) if t > 1 else set()
+        edges = [0, *sorted(cuts), t]
+        chunks = tuple(int(e - s) for s, e in zip(edges[:-1], edges[1:]))
+    return Decode(d_model, n_head, bias, state, x, chunks)
+
+
+# -- checks -------------------------------------------------------------------------------------
+def run_decode(ctx, case: Decode, device: str = "cpu") -> dict:
+    xs = split_chunks(case.x, case.chunks)
+    got = ctx.student.decode_run(case.d_model, case.n_head, case.bias, case.state, xs, device)
+    for i, (y, x) in enumerate(zip(got["ys"], xs)):
+        assert_shape(y, x.shape, f"the output of decode step {i}")
+    return got
+
+
+def compare_with_full_forward(ctx, case: Decode) -> None:
+    for device in ctx.devices:
+        expected = causal_forward(case.d_model, case.n_head, case.bias, case.state, case.x,
+                                  device)
+        got = np.concatenate(run_decode(ctx, case, device)["ys"], axis=1)
+        tag = f" on {device}" if device != "cpu" else ""
+        assert_close(got, expected, dtype=case.x.dtype,
+                     what=f"the decoded outputs{tag} (positions along axis 1)")
+
+
+def kv_step(rng, b, h, t, d, device="cpu", t_v=None):
+    return {"k": rng.normal(size=(b, h, t, d)), "v": rng.normal(size=(b, h, t_v or t, d)),
+            "device": device}
+
+
+@EX.check(points=2, prop="Decoding token by token gives the outputs of one full causal forward.")
+@given(case=decode_case(token_by_token=True))
+def test_token_by_token_equals_full_causal_forward(ctx, case):
+    compare_with_full_forward(ctx, case)
+
+
+@EX.check(points=2, prop="Decoding in chunks of several tokens gives the outputs of one full "
+       "causal forward.")
+@given(case=decode_case())
+def test_chunks_equal_full_causal_forward(ctx, case):
+    compare_with_full_forward(ctx, case)
+
+
+@EX.check(points=1, prop="After each decode_step, len(cache) is the number of tokens seen.")
+@given(case=decode_case(dtypes=(np.float64,)))
+def test_cache_length_counts_tokens(ctx, case):
+    lengths = run_decode(ctx, case)["lengths"]
+    expected = np.cumsum(case.chunks).tolist()
+    if lengths != expected:
+        raise CheckFailed(f"len(cache) after each step is {lengths}, expected {expected}")
+
+
+@EX.check(points=1, prop="append(k, v) returns every key and value cached so far, the old "
+       "positions first, (B, H, T, D).")
+@given(sizes=st.lists(st.integers(1, 3), min_size=1, max_size=3), seed=seeds)
+def test_append_returns_everything_in_order(ctx, sizes, seed):
+    values = Seeded(seed)
+    steps = [{"k": values.array(np.float64, (1, 2, n, 2)),
+              "v": values.array(np.float64, (1, 2, n, 2)), "device": "cpu"} for n in sizes]
+    replies = ctx.student.kvcache_run(steps)
+    for i, reply in enumerate(replies):
+        for name in ("k", "v"):
+            expected = np.concatenate([s[name] for s in steps[: i + 1]], axis=2)
+            assert_equal(reply.get(name), expected, f"{name}_all after append {i}")
+        if reply["len"] != sum(sizes[: i + 1]):
+            raise CheckFailed(f"len(cache) is {reply['len']} after append {i}, expected "
+                              f"{sum(sizes[: i + 1])}")
+
+
+@EX.check(points=1, prop="append with k and v of different lengths raises ValueError.")
+def test_rejects_keys_and_values_of_different_lengths(ctx):
+    rng = np.random.default_rng(0)
+    for steps in ([kv_step(rng, 1, 2, 3, 2, t_v=2)],
+                  [kv_step(rng, 1, 2, 1, 2), kv_step(rng, 1, 2, 2, 2, t_v=1)]):
+        ctx.show(lengths=[(s["k"].shape[2], s["v"].shape[2]) for s in steps])
+        expect_value_error(lambda s=steps: ctx.student.kvcache_run(s),
+                           "keys and values with different numbers of positions")
+
+
+@EX.check(points=1, prop="Decoding a batch of another size with the same cache raises ValueError.")
+def test_rejects_cache_of_another_batch(ctx):
+    rng = np.random.default_rng(1)
+    state = {f"{n}.weight": rng.normal(size=(4, 4)) / 2 for n in ("wq", "wk", "wv", "wo")}
+    xs = [rng.normal(size=(2, 2, 4)), rng.normal(size=(1, 1, 4))]
+    ctx.show(batch_sizes=[2, 1])
+    expect_value_error(lambda: ctx.student.decode_run(4, 2, False, state, xs, "cpu"),
+                       "a cache filled with a batch of 2, then a batch of 1")
+
+
+@EX.check(points=1, prop="append on a cache held on another device raises ValueError (the "
+       "check uses the 'meta' device, so it runs without a GPU).")
+def test_rejects_keys_on_another_device(ctx):
+    rng = np.random.default_rng(2)
+    steps = [kv_step(rng, 1, 2, 2, 2, "cpu"), kv_step(rng, 1, 2, 1, 2, "meta")]
+    ctx.show(devices=["cpu", "meta"])
+    expect_value_error(lambda: ctx.student.kvcache_run(steps),
+                       "a cache on cpu given keys on the meta device")
+
+
+### BEGIN HIDDEN CHECKS
+@EX.check(points=1, hidden=True, prop="decode_step agrees with the answer key.")
+@given(case=decode_case())
+def test_decode_matches_answer_key(ctx, case):
+    xs = split_chunks(case.x, case.chunks)
+    args = (case.d_model, case.n_head, case.bias, case.state, xs)
+    got, expected = ctx.student.decode_run(*args), ctx.key.decode_run(*args)
+    assert_close(np.concatenate(got["ys"], axis=1), np.concatenate(expected["ys"], axis=1),
+                 dtype=case.x.dtype, what="the decoded outputs")
+### END HIDDEN CHECKS
+
+
+# -- misconceptions -----------------------------------------------------------------------------
+EX.misconception(
+    "decode-upper-left",
+    mistake="masks the new queries from the top left, as if they were the first positions",
+    hint="new query i is position len(cache) + i: mask with kv_cache_mask(n_cached, n_new), so "
+         "it sees every cached key and the new keys up to itself.",
+)
+
+
+def upper_left_decode(d_model, n_head, state, xs) -> np.ndarray:
+    """Decoding with a correct cache but the new queries' mask anchored at the top left."""
+    mha = with_weights(MultiHeadAttention(d_model, n_head), state, torch.float64)
+    keys, values, ys = [], [], []
+    d_head = d_model // n_head
+    with torch.no_grad():
+        for chunk in xs:
+            x = torch.from_numpy(chunk)
+            b, t, _ = x.shape
+
+            def split(p, b=b, t=t):  # (B, T, C) -> (B, H, T, D)
+                return p.view(b, t, n_head, d_head).transpose(1, 2)
+
+            keys.append(split(mha.wk(x)))
+            values.append(split(mha.wv(x)))
+            k, v = torch.cat(keys, dim=2), torch.cat(values, dim=2)
+            mask = torch.ones(t, k.shape[2], dtype=torch.bool).triu(1)
+            y = F.scaled_dot_product_attention(split(mha.wq(x)), k, v, attn_mask=~mask)
+            ys.append(mha.wo(y.transpose(1, 2).reshape(b, t, d_model)))
+    return torch.cat(ys, dim=1).numpy()
+
+
+@EX.probe("decode-upper-left")
+def probe_upper_left(student) -> bool:
+    rng = np.random.default_rng(5)
+    d_model, n_head = 4, 2
+    state = {f"{n}.weight": rng.normal(size=(4, 4)) / 2 for n in ("wq", "wk", "wv", "wo")}
+    x = rng.normal(size=(1, 5, 4))
+    xs = [x[:, :2], x[:, 2:5]]
+    got = np.concatenate(student.decode_run(d_model, n_head, False, state, xs)["ys"], axis=1)
+    correct = causal_forward(d_model, n_head, False, state, x)
+    return mistaken(got, correct, upper_left_decode(d_model, n_head, state, xs))

@@ -1,0 +1,427 @@
+"""Exercise `mha`: a multi-head self-attention module in PyTorch, against
+`nn.MultiheadAttention`.
+
+The torch comparisons run on every available device (CPU, and CUDA when present); a check
+passes only if it passes on all of them.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from hypothesis import given
+from hypothesis import strategies as st
+from torch import nn
+
+from ..core.assertions import CheckFailed, assert_close, assert_shape, expect_value_error
+from ..core.diagnose import FULLY_MASKED2, MASK3, attention_with, grid, matches
+from ..core.exercise import Exercise
+from ..core.strategies import SEEDS, allowed_somewhere, floats_array, seeded_grid
+from ..sandbox.worker import BadReturn, linears, load_state, plain, seed_cpu
+from .attention import causal_mask
+
+EX = Exercise("mha", functions=("MultiHeadAttention",), framework="torch", track="core",
+              points=25, order=5,
+              title="`MultiHeadAttention(d_model, n_head, bias=False)` (PyTorch)")
+PROJECTIONS = ("wq", "wk", "wv", "wo")
+
+
+# -- reference ----------------------------------------------------------------------------------
+@EX.reference
+class MultiHeadAttention(nn.Module):
+    """The exercise's module, computed by ``F.multi_head_attention_forward``."""
+
+    def __init__(self, d_model, n_head, bias=False):
+        super().__init__()
+        if n_head < 1 or d_model % n_head:
+            raise ValueError(f"d_model={d_model} is not divisible by n_head={n_head}")
+        self.n_head = n_head
+        self.wq, self.wk, self.wv, self.wo = (
+            nn.Linear(d_model, d_model, bias=bias) for _ in range(4)
+        )
+
+    def forward(self, x, mask=None):
+        b, t, c = x.shape
+        attn_mask = None
+        if mask is not None:
+            mask = torch.as_tensor(mask, device=x.device)
+            if mask.dtype != torch.bool:
+                raise ValueError(f"mask must be boolean (True = blocked), got {mask.dtype}")
+            full = mask.expand(b, self.n_head, t, t)
+            if full.all(dim=-1).any():
+                raise ValueError("a query has no allowed key: its whole mask row is True")
+            attn_mask = full.reshape(b * self.n_head, t, t)
+        in_bias = None
+        if self.wq.bias is not None:
+            in_bias = torch.cat([self.wq.bias, self.wk.bias, self.wv.bias])
+        y, weights = F.multi_head_attention_forward(
+            x.transpose(0, 1), x.transpose(0, 1), x.transpose(0, 1), c, self.n_head,
+            None, in_bias, None, None, False, 0.0, self.wo.weight, self.wo.bias,
+            training=False, need_weights=True, attn_mask=attn_mask,
+            use_separate_proj_weight=True, q_proj_weight=self.wq.weight,
+            k_proj_weight=self.wk.weight, v_proj_weight=self.wv.weight,
+            average_attn_weights=False,
+        )
+        return y.transpose(0, 1), weights
+
+
+def with_weights(module: nn.Module, state: dict[str, np.ndarray], dtype, device="cpu"):
+    """``module`` on ``device`` at ``dtype`` with ``state`` copied into its projections."""
+    module = module.to(device=device, dtype=dtype)
+    with torch.no_grad():
+        for key, value in state.items():
+            layer, param = key.split(".")
+            getattr(getattr(module, layer), param).copy_(torch.from_numpy(value))
+    return module
+
+
+# -- worker operations ----------------------------------------------------------------------------
+@EX.operation
+def mha_build(module, d_model, n_head, bias):
+    """Build the student's module: its parameter count and its nn.Linear projections."""
+    seed_cpu(0)
+    built = module.MultiHeadAttention(d_model, n_head, bias=bias)
+    if not isinstance(built, torch.nn.Module):
+        raise BadReturn("MultiHeadAttention(...) is not a torch.nn.Module")
+    return {"count": sum(int(p.numel()) for p in built.parameters()), "linears": linears(built)}
+
+
+@EX.operation
+def mha_forward(module, d_model, n_head, bias, state, x, mask=None, grad_y=None, device="cpu"):
+    """The student's module with ``state`` loaded, forward on ``x`` (and backward of
+    ``grad_y``): y, the weights, and dL/dx and the weights' gradients when asked."""
+    seed_cpu(0)
+    built = module.MultiHeadAttention(d_model, n_head, bias=bias)
+    built = built.to(device=device, dtype=torch.from_numpy(x).dtype)
+    load_state(built, state)
+    tx = torch.from_numpy(x).to(device).requires_grad_(grad_y is not None)
+    result = built(tx) if mask is None else built(tx, torch.from_numpy(mask).to(device))
+    if not isinstance(result, tuple) or len(result) != 2:
+        raise BadReturn("forward must return a tuple (y, weights)")
+    y, weights = result
+    if not isinstance(y, torch.Tensor) or not isinstance(weights, torch.Tensor):
+        raise BadReturn("forward must return two tensors (y, weights)")
+    reply = {"y": plain(y, "y"), "weights": plain(weights, "weights")}
+    if grad_y is not None:
+        y.backward(torch.from_numpy(grad_y).to(device=y.device, dtype=y.dtype))
+        reply["dx"] = plain(tx.grad if tx.grad is not None else torch.zeros_like(tx), "dx")
+        grads = {}
+        for key in state:
+            layer_name, param_name = key.split(".")
+            grad = getattr(getattr(built, layer_name), param_name).grad
+            grads[key] = plain(grad if grad is not None else torch.zeros(state[key].shape), key)
+        reply["grads"] = grads
+    return reply
+
+
+# -- strategies ---------------------------------------------------------------------------------
+class MHA(NamedTuple):
+    d_model: int
+    n_head: int
+    bias: bool
+    state: dict
+    x: np.ndarray
+    mask: np.ndarray | None
+
+
+@st.composite
+def mha_case(draw, dtypes=(np.float64, np.float32), with_mask=None, bias=None, max_t=4) -> MHA:
+    """A module configuration, its weights, an input and maybe a mask.
+
+    The weights come from a drawn seed rather than element by element: four (C, C) matrices
+    would make shrinking a failure slow, and the shapes are what shrinks usefully.
+    """
+    dtype = draw(st.sampled_from(dtypes))
+    n_head, d_head = draw(st.integers(1, 3)), draw(st.integers(1, 2))
+    d_model = n_head * d_head
+    b, t = draw(st.integers(1, 2)), draw(st.integers(1, max_t))
+    use_bias = draw(st.booleans()) if bias is None else bias
+    seed = draw(SEEDS)
+    names = [f"{n}.{p}" for n in PROJECTIONS for p in ("weight", "bias")]
+    state = {}
+    for i, name in enumerate(names):
+        if name.endswith("weight") or use_bias:
+            shape = (d_model, d_model) if name.endswith("weight") else (d_model,)
+            state[name] = seeded_grid(seed + i, shape, -1, 1).astype(dtype)
+    x = draw(floats_array(dtype, (b, t, d_model), -2, 2))
+    use_mask = draw(st.booleans()) if with_mask is None else with_mask
+    mask = None
+    if use_mask:
+        per_head = draw(st.booleans())
+        mask = allowed_somewhere(draw, (b, n_head, t, t) if per_head else (t, t))
+    return MHA(d_model, n_head, use_bias, state, x, mask)
+
+
+# -- checks -------------------------------------------------------------------------------------
+def torch_reference(case: MHA, device: str = "cpu", grad_y: np.ndarray | None = None) -> dict:
+    """nn.MultiheadAttention with the case's weights copied in, per-head weights."""
+    dtype = torch.from_numpy(case.x).dtype
+    ref = nn_mha = torch.nn.MultiheadAttention(
+        case.d_model, case.n_head, bias=case.bias, batch_first=True, device=device, dtype=dtype
+    )
+    s = {k: torch.from_numpy(v).to(device) for k, v in case.state.items()}
+    with torch.no_grad():
+        nn_mha.in_proj_weight.copy_(torch.cat([s["wq.weight"], s["wk.weight"], s["wv.weight"]]))
+        nn_mha.out_proj.weight.copy_(s["wo.weight"])
+        if case.bias:
+            nn_mha.in_proj_bias.copy_(torch.cat([s["wq.bias"], s["wk.bias"], s["wv.bias"]]))
+            nn_mha.out_proj.bias.copy_(s["wo.bias"])
+    x = torch.from_numpy(case.x).to(device).requires_grad_(grad_y is not None)
+    mask = None
+    if case.mask is not None:
+        b, t = case.x.shape[:2]
+        full = torch.from_numpy(case.mask).to(device).expand(b, case.n_head, t, t)
+        mask = full.reshape(b * case.n_head, t, t)
+    y, weights = ref(x, x, x, attn_mask=mask, need_weights=True, average_attn_weights=False)
+    out = {"y": y.detach().cpu().numpy(), "weights": weights.detach().cpu().numpy()}
+    if grad_y is not None:
+        y.backward(torch.from_numpy(grad_y).to(device))
+        out["dx"] = x.grad.cpu().numpy()
+        in_grad = nn_mha.in_proj_weight.grad.cpu().numpy()
+        gq, gk, gv = in_grad.reshape(3, *case.state["wq.weight"].shape)
+        out["grads"] = {"wq.weight": gq, "wk.weight": gk, "wv.weight": gv,
+                        "wo.weight": nn_mha.out_proj.weight.grad.cpu().numpy()}
+        if case.bias:
+            bq, bk, bv = nn_mha.in_proj_bias.grad.cpu().numpy().reshape(3, -1)
+            out["grads"].update({"wq.bias": bq, "wk.bias": bk, "wv.bias": bv,
+                                 "wo.bias": nn_mha.out_proj.bias.grad.cpu().numpy()})
+    return out
+
+
+def run_student(ctx, case: MHA, device: str = "cpu", grad_y=None) -> dict:
+    got = ctx.student.mha_forward(
+        case.d_model, case.n_head, case.bias, case.state, case.x, case.mask, grad_y, device
+    )
+    b, t, c = case.x.shape
+    assert_shape(got["y"], (b, t, c), "y")
+    if got["weights"].shape == (b, t, t) and case.n_head > 1:
+        raise CheckFailed(f"weights have shape {(b, t, t)}: averaged over heads? Expected one "
+                          f"map per head, {(b, case.n_head, t, t)}")
+    assert_shape(got["weights"], (b, case.n_head, t, t), "the weights")
+    return got
+
+
+@EX.check(points=1, prop="wq, wk, wv, wo are nn.Linear(d_model, d_model), with bias as asked.")
+def test_has_four_linear_projections(ctx):
+    for d_model, n_head, bias in ((6, 2, False), (6, 3, True)):
+        ctx.show(d_model=d_model, n_head=n_head, bias=bias)
+        built = ctx.student.mha_build(d_model, n_head, bias)
+        for name in PROJECTIONS:
+            layer = built["linears"].get(name)
+            if layer is None:
+                raise CheckFailed(f"self.{name} is missing or is not an nn.Linear")
+            if (layer["in"], layer["out"], layer["bias"]) != (d_model, d_model, bias):
+                raise CheckFailed(
+                    f"self.{name} is Linear({layer['in']}, {layer['out']}, bias={layer['bias']}),"
+                    f" expected Linear({d_model}, {d_model}, bias={bias})"
+                )
+
+
+@EX.check(points=2, prop="The parameter count is 4*d_model**2 (+4*d_model with bias) for any "
+       "head count.")
+def test_parameter_count_independent_of_heads(ctx):
+    d_model = 12
+    for n_head in (1, 2, 3, 4, 6, 12):
+        for bias in (False, True):
+            ctx.show(d_model=d_model, n_head=n_head, bias=bias)
+            count = ctx.student.mha_build(d_model, n_head, bias)["count"]
+            expected = 4 * d_model**2 + (4 * d_model if bias else 0)
+            if count != expected:
+                raise CheckFailed(f"{count} parameters with n_head={n_head}, expected {expected}")
+
+
+@EX.check(points=6, prop="y and per-head weights match nn.MultiheadAttention with the same "
+       "weights.")
+@given(case=mha_case())
+def test_matches_torch_multihead_attention(ctx, case):
+    for device in ctx.devices:
+        expected = torch_reference(case, device)
+        got = run_student(ctx, case, device)
+        tag = f" on {device}" if device != "cpu" else ""
+        assert_close(got["weights"], expected["weights"], dtype=case.x.dtype,
+                     what=f"the weights{tag}")
+        assert_close(got["y"], expected["y"], dtype=case.x.dtype, what=f"y{tag}")
+
+
+@EX.check(points=4, prop="Gradients for x and every weight match nn.MultiheadAttention's.")
+@given(case=mha_case(dtypes=(np.float64,)))
+def test_gradients_match_torch(ctx, case):
+    grad_y = np.cos(np.arange(case.x.size, dtype=np.float64)).reshape(case.x.shape)
+    for device in ctx.devices:
+        expected = torch_reference(case, device, grad_y)
+        got = run_student(ctx, case, device, grad_y)
+        assert_close(got["dx"], expected["dx"], what=f"dL/dx on {device}")
+        for name, grad in expected["grads"].items():
+            assert_close(got["grads"][name], grad, what=f"dL/d{name} on {device}")
+
+
+@EX.check(points=2, prop="Without a mask, permuting the tokens permutes y and the weights.")
+@given(case=mha_case(dtypes=(np.float64,), with_mask=False), data=st.data())
+def test_token_permutation_equivariance(ctx, case, data):
+    perm = np.array(data.draw(st.permutations(range(case.x.shape[1])), label="perm"))
+    base = run_student(ctx, case)
+    moved = run_student(ctx, case._replace(x=case.x[:, perm]))
+    assert_close(moved["y"], base["y"][:, perm], what="y for permuted tokens")
+    assert_close(moved["weights"], base["weights"][:, :, perm][:, :, :, perm],
+                 what="the weights for permuted tokens")
+
+
+@EX.check(points=2, prop="With a causal mask, changing a later token never changes an earlier "
+       "output.")
+@given(case=mha_case(dtypes=(np.float64,), with_mask=False), data=st.data())
+def test_causal_later_token_never_changes_earlier_output(ctx, case, data):
+    t = case.x.shape[1]
+    case = case._replace(mask=causal_mask(t))
+    ctx.example["case"] = case  # show the input actually used
+    position = data.draw(st.integers(0, t - 1), label="changed position")
+    changed = case.x.copy()
+    changed[:, position] += 1.5
+    base = run_student(ctx, case)
+    after = run_student(ctx, case._replace(x=changed))
+    assert_close(after["y"][:, :position], base["y"][:, :position],
+                 what=f"outputs before position {position}")
+
+
+@EX.check(points=2, prop="weights has one (T, T) map per head, each row summing to 1.")
+@given(case=mha_case())
+def test_weights_per_head_rows_sum_to_one(ctx, case):
+    got = run_student(ctx, case)
+    sums = got["weights"].astype(np.float64).sum(-1)
+    assert_close(sums, np.ones_like(sums), dtype=case.x.dtype, what="the row sums")
+
+
+@EX.check(points=2, prop="A (B, H, T, T) mask blocks per head: blocked keys get zero weight.")
+@given(case=mha_case(dtypes=(np.float64,), with_mask=True), data=st.data())
+def test_per_head_mask_blocks_exactly(ctx, case, data):
+    b, t = case.x.shape[:2]
+    case = case._replace(mask=allowed_somewhere(data.draw, (b, case.n_head, t, t)))
+    ctx.example["case"] = case  # show the input actually used
+    got = run_student(ctx, case)
+    if (got["weights"][case.mask] != 0).any():
+        raise CheckFailed("a blocked key got weight", got=got["weights"])
+    assert_close(got["weights"], torch_reference(case)["weights"], what="the weights")
+
+
+@EX.check(points=1, prop="d_model not divisible by n_head raises ValueError in __init__.")
+def test_rejects_indivisible_d_model(ctx):
+    for d_model, n_head in ((6, 4), (5, 2)):
+        ctx.show(d_model=d_model, n_head=n_head)
+        expect_value_error(lambda d=d_model, h=n_head: ctx.student.mha_build(d, h, False),
+                           f"d_model={d_model}, n_head={n_head}")
+
+
+@EX.check(points=1, prop="A query with no allowed key raises ValueError in forward.")
+def test_rejects_fully_masked_query(ctx):
+    rng = np.random.default_rng(0)
+    state = {f"{n}.weight": rng.normal(size=(4, 4)) / 2 for n in PROJECTIONS}
+    x = rng.normal(size=(1, 2, 4))
+    mask = np.array([[False, True], [True, True]])
+    ctx.show(x=x, mask=mask)
+    expect_value_error(
+        lambda: ctx.student.mha_forward(4, 2, False, state, x, mask, None, "cpu"),
+        "mask [[False, True], [True, True]] (query 1 sees nothing)",
+    )
+
+
+### BEGIN HIDDEN CHECKS
+@EX.check(points=2, hidden=True, prop="MultiHeadAttention agrees with the answer key.")
+@given(case=mha_case())
+def test_mha_matches_answer_key(ctx, case):
+    got = ctx.student.mha_forward(*case)
+    expected = ctx.key.mha_forward(*case)
+    for name in ("y", "weights"):
+        assert_close(got[name], expected[name], dtype=case.x.dtype, what=name)
+### END HIDDEN CHECKS
+
+
+# -- misconceptions -----------------------------------------------------------------------------
+EX.misconception(
+    "scale-by-d-model",
+    mistake="scales the scores by 1/sqrt(d_model) instead of 1/sqrt(d_head)",
+    hint="each head's dot products are over d_head = d_model / n_head numbers, so divide the "
+         "scores by sqrt(d_head).",
+)
+EX.misconception(
+    "head-averaged-weights",
+    mistake="returns weights averaged over heads, (B, T, T)",
+    hint="return one attention map per head, shape (B, H, T, T); do not average over heads "
+         "(nn.MultiheadAttention does that only by default).",
+)
+EX.misconception(
+    "params-grow-with-heads",
+    mistake="gives every head the full width, so parameters grow with the head count",
+    hint="the heads share the width: each projection is nn.Linear(d_model, d_model) and is "
+         "split into n_head slices of d_head columns, whatever n_head is.",
+)
+
+D_MODEL, N_HEAD = 4, 2
+PROBE_STATE = {f"{name}.weight": 0.8 * np.cos(0.7 * np.arange(16.0) + 1.3 * i).reshape(4, 4)
+               for i, name in enumerate(PROJECTIONS)}
+PROBE_X = 1.5 * grid(1, 3, D_MODEL)
+
+
+def mistaken_mha(x, mask=None, *, scale_width=None, split="ok", merge="ok", average=False,
+                 **mistake):
+    """Self-attention with the probe weights; one mistake switched on by the keywords."""
+    s, (b, t, c), h = PROBE_STATE, x.shape, N_HEAD
+    d = c // h
+
+    def heads(p):  # (B, T, C) -> (B, H, T, D), or the scrambled straight reshape
+        if split == "scrambled":
+            return p.reshape(b, h, t, d)
+        return p.reshape(b, t, h, d).swapaxes(1, 2)
+
+    q, k, v = (heads(x @ s[f"{n}.weight"].T) for n in ("wq", "wk", "wv"))
+    q = q * np.sqrt(d / (scale_width or d))  # attention_with divides by sqrt(d)
+    out, weights = attention_with(q, k, v, mask, **mistake)
+    merged = out.reshape(b, t, c) if merge == "scrambled" else out.swapaxes(1, 2).reshape(b, t, c)
+    return merged @ s["wo.weight"].T, weights.mean(axis=1) if average else weights
+
+
+def mha_matches(student, mask=None, **mistake) -> bool:
+    x = PROBE_X if mask is None else PROBE_X[:, :mask.shape[-1]]
+    got = student.mha_forward(D_MODEL, N_HEAD, False, PROBE_STATE, x, mask, None, "cpu")
+    y, weights = mistaken_mha(x, mask, **mistake)
+    return matches(got["weights"], weights) and matches(got["y"], y)
+
+
+@EX.probe("params-grow-with-heads")
+def probe_params_grow(student) -> bool:
+    # The mistaken version gives each head full-width projections: 4 * n_head * d_model**2
+    # parameters. Any count that grows with the head count shows the same misunderstanding.
+    counts = [student.mha_build(6, n_head, False)["count"] for n_head in (1, 2, 3)]
+    return counts[0] < counts[1] < counts[2]
+
+
+@EX.probe("fully-masked-row")
+def probe_fully_masked(student) -> bool:
+    return any(mha_matches(student, FULLY_MASKED2, fill=fill) for fill in (-np.inf, -1e9))
+
+
+@EX.probe("mask-after-softmax")
+def probe_mask_after(student) -> bool:
+    return mha_matches(student, MASK3, when="after")
+
+
+@EX.probe("mask-polarity")
+def probe_mask_polarity(student) -> bool:
+    return mha_matches(student, MASK3, polarity=False)
+
+
+@EX.probe("head-split-scrambled")
+def probe_split_scrambled(student) -> bool:
+    merges = ("ok", "scrambled")  # with the matching merge, or with the straight one
+    return any(mha_matches(student, split="scrambled", merge=merge) for merge in merges)
+
+
+@EX.probe("scale-by-d-model")
+def probe_scale_by_d_model(student) -> bool:
+    return mha_matches(student, scale_width=D_MODEL)
+
+
+@EX.probe("head-averaged-weights")
+def probe_head_averaged(student) -> bool:
+    return mha_matches(student, average=True)

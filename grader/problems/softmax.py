@@ -1,0 +1,221 @@
+"""Exercise `softmax`: a numerically stable softmax in NumPy, with input checks."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ..core.assertions import CheckFailed, assert_close, assert_shape, expect_value_error
+from ..core.diagnose import grid, matches, softmax_unchecked
+from ..core.exercise import Exercise
+from ..core.strategies import Logits, allowed_somewhere, logits_and_axis
+
+EX = Exercise("softmax", functions=("softmax",), framework="numpy", track="core", points=15,
+              order=1,
+              title="`softmax(logits, axis=-1)`: stable, with input checks")
+
+
+# -- reference ----------------------------------------------------------------------------------
+@EX.reference
+def softmax(logits, axis=-1):
+    """torch.softmax behind the exercise's input checks; NumPy in, NumPy out (or torch)."""
+    if isinstance(logits, torch.Tensor):
+        if torch.isneginf(logits).all(dim=axis).any():
+            raise ValueError("every slice needs at least one entry above -inf")
+        return torch.softmax(logits, dim=axis)
+    values = np.asarray(logits)
+    if values.dtype.kind not in "biuf":
+        raise ValueError(f"softmax needs real numbers, got dtype {values.dtype}")
+    dtype = np.result_type(values.dtype, np.float32)
+    converted = torch.from_numpy(values.astype(dtype))
+    if values.dtype.kind in "iu" and values.size:
+        back = converted.numpy().astype(object).ravel()
+        if not all(int(f) == i for f, i in zip(back, values.ravel().tolist())):
+            raise ValueError(f"integer logits are not exactly representable as {dtype}")
+    if torch.isnan(converted).any() or torch.isposinf(converted).any():
+        raise ValueError("logits must be finite, or -inf for a masked entry")
+    if torch.isneginf(converted).all(dim=axis).any():
+        raise ValueError("every slice needs at least one entry above -inf")
+    if converted.numel() == 0:
+        return converted.numpy().copy()
+    return torch.softmax(converted, dim=axis).numpy()
+
+
+# -- strategies ---------------------------------------------------------------------------------
+@st.composite
+def masked_logits(draw) -> Logits:
+    """Logits with some -inf entries, never a whole slice of them."""
+    x, axis = draw(logits_and_axis(dtypes=(np.float64,)))
+    moved_shape = np.moveaxis(x, axis, -1).shape
+    blocked = np.moveaxis(allowed_somewhere(draw, moved_shape), -1, axis)
+    return Logits(np.where(blocked, -np.inf, x), axis)
+
+
+def torch_softmax(logits: np.ndarray, axis: int) -> np.ndarray:
+    return torch.softmax(torch.from_numpy(logits), dim=axis).numpy()
+
+
+# -- checks -------------------------------------------------------------------------------------
+@EX.check(points=2, prop="Every slice along `axis` sums to 1.")
+@given(case=logits_and_axis())
+def test_slices_sum_to_one(ctx, case):
+    p = assert_shape(ctx.student.softmax(case.logits, axis=case.axis), case.logits.shape)
+    sums = p.astype(np.float64).sum(axis=case.axis)
+    assert_close(sums, np.ones_like(sums), dtype=case.logits.dtype, what="the slice sums")
+
+
+@EX.check(points=1, prop="Every probability is non-negative and at most 1.")
+@given(case=logits_and_axis())
+def test_weights_in_unit_interval(ctx, case):
+    p = assert_shape(ctx.student.softmax(case.logits, axis=case.axis), case.logits.shape)
+    if not ((p >= 0) & (p <= 1)).all():
+        raise CheckFailed("some probabilities are negative or above 1", got=p)
+
+
+@EX.check(points=3, prop="The result matches torch.softmax along `axis` (float32 and float64).")
+@given(case=logits_and_axis())
+def test_matches_torch_softmax(ctx, case):
+    got = ctx.student.softmax(case.logits, axis=case.axis)
+    assert_close(got, torch_softmax(case.logits, case.axis), dtype=case.logits.dtype)
+
+
+@EX.check(points=1, prop="Adding the same constant to a whole slice leaves the result unchanged.")
+@given(case=logits_and_axis(dtypes=(np.float64,)), shift=st.floats(-50, 50))
+def test_invariant_to_adding_a_constant(ctx, case, shift):
+    base = ctx.student.softmax(case.logits, axis=case.axis)
+    moved = ctx.student.softmax(case.logits + shift, axis=case.axis)
+    assert_close(moved, base, what="softmax(logits + c)")
+
+
+@EX.check(points=1, prop="Entries that are -inf get exactly zero probability.")
+@given(case=masked_logits())
+def test_exact_zeros_at_neg_inf(ctx, case):
+    p = assert_shape(ctx.student.softmax(case.logits, axis=case.axis), case.logits.shape)
+    blocked = np.isneginf(case.logits)
+    if (p[blocked] != 0).any():
+        raise CheckFailed("a -inf entry got a non-zero probability", got=p)
+    assert_close(p, torch_softmax(case.logits, case.axis))
+
+
+@EX.check(points=2, prop="Huge logits do not overflow: [1000, 1000] gives [0.5, 0.5].")
+@given(case=logits_and_axis(dtypes=(np.float64,)), offset=st.sampled_from([1e3, -1e3, 1e4]))
+def test_stable_for_huge_logits(ctx, case, offset):
+    ctx.show(logits=np.array([1000.0, 1000.0]), axis=-1)
+    assert_close(ctx.student.softmax(np.array([1000.0, 1000.0])), [0.5, 0.5])
+    ctx.show(logits=case.logits + offset, axis=case.axis)
+    got = ctx.student.softmax(case.logits + offset, axis=case.axis)
+    assert_close(got, torch_softmax(case.logits, case.axis))
+
+
+@EX.check(points=1, prop="float32 stays float32, float64 stays float64, integers give float64.")
+def test_result_dtype(ctx):
+    for logits in (np.array([1.0, 2.0], np.float32), np.array([1.0, 2.0]), np.array([1, 2])):
+        ctx.show(logits=logits)
+        got = ctx.student.softmax(logits)
+        expected = np.result_type(logits.dtype, np.float32)
+        if got.dtype != expected:
+            raise CheckFailed(f"the result has dtype {got.dtype}, expected {expected}")
+    ctx.show(logits=[1, 2, 3])
+    assert_close(ctx.student.softmax([1, 2, 3]), torch_softmax(np.array([1.0, 2.0, 3.0]), -1))
+
+
+@EX.check(points=1, prop="NaN or +inf logits raise ValueError.")
+def test_rejects_nan_and_posinf(ctx):
+    for logits in (np.array([0.0, np.nan]), np.array([[1.0, np.inf], [0.0, 0.0]])):
+        ctx.show(logits=logits)
+        expect_value_error(lambda x=logits: ctx.student.softmax(x), f"logits {logits.tolist()}")
+
+
+@EX.check(points=1, prop="A slice with no entry above -inf (or none at all) raises ValueError.")
+def test_rejects_fully_masked_slice(ctx):
+    cases = [
+        Logits(np.array([-np.inf, -np.inf]), -1),
+        Logits(np.array([[0.0, -np.inf], [0.0, -np.inf]]), 0),
+        Logits(np.zeros((2, 0)), -1),
+    ]
+    for case in cases:
+        ctx.show(logits=case.logits, axis=case.axis)
+        expect_value_error(
+            lambda c=case: ctx.student.softmax(c.logits, axis=c.axis),
+            f"logits {case.logits.tolist()} along axis {case.axis}",
+        )
+
+
+@EX.check(points=1, prop="Non-real dtypes and inexact integers raise ValueError.")
+def test_rejects_non_real_and_inexact_integers(ctx):
+    cases = {
+        "complex logits": np.array([1 + 1j, 0j]),
+        "string logits": np.array(["a", "b"]),
+        "int64 logits beyond 2**53": np.array([2**53 + 1, 0], dtype=np.int64),
+    }
+    for what, logits in cases.items():
+        ctx.show(logits=logits if logits.dtype.kind != "U" else logits.tolist())
+        value = logits if logits.dtype.kind != "U" else logits.tolist()
+        expect_value_error(lambda v=value: ctx.student.softmax(v), what)
+
+
+### BEGIN HIDDEN CHECKS
+@EX.check(points=1, hidden=True, prop="softmax agrees with the answer key.")
+@given(case=logits_and_axis())
+def test_softmax_matches_answer_key(ctx, case):
+    assert_close(ctx.student.softmax(*case), ctx.key.softmax(*case), dtype=case.logits.dtype)
+### END HIDDEN CHECKS
+
+
+# -- misconceptions -----------------------------------------------------------------------------
+EX.misconception(
+    "softmax-overflow",
+    mistake="exponentiates the logits directly, so large logits overflow to inf and give NaN",
+    hint="subtract each slice's maximum before np.exp; the result is unchanged and exp() never "
+         "sees a number above 0.",
+)
+EX.misconception(
+    "softmax-wrong-axis",
+    mistake="normalises along a fixed or different axis instead of `axis`",
+    hint="take the max and the sum along the `axis` argument, with keepdims=True, so every "
+         "slice along that axis is normalised on its own.",
+)
+EX.misconception(
+    "fully-masked-row",
+    mistake="returns NaN or uniform weights for a row with no allowed entry",
+    hint="a row whose entries are all -inf (every key blocked) has no valid distribution: "
+         "detect it before the softmax and raise ValueError instead of returning NaN or "
+         "spreading the weight evenly.",
+)
+
+
+def naive_softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        return np.exp(x) / np.sum(np.exp(x), axis=axis, keepdims=True)
+
+
+def fully_masked_versions(scores: np.ndarray) -> list[np.ndarray]:
+    """The two usual results for an all -inf row: NaN (no check) or uniform (-1e9 fill)."""
+    return [softmax_unchecked(scores),
+            softmax_unchecked(np.where(np.isneginf(scores), -1e9, scores))]
+
+
+@EX.probe("softmax-overflow")
+def probe_overflow(student) -> bool:
+    logits = np.array([[1000.0, 999.0], [-1000.0, -1001.0]])
+    return matches(student.softmax(logits, axis=-1), naive_softmax(logits, -1))
+
+
+@EX.probe("softmax-wrong-axis")
+def probe_wrong_axis(student) -> bool:
+    logits = 3.0 * grid(2, 3, 4)
+    for axis in (0, 1, -1):
+        got = student.softmax(logits, axis=axis)
+        others = [a for a in (0, 1, 2, None) if a != axis % 3]
+        if any(matches(got, softmax_unchecked(logits, a)) for a in others):
+            return True
+    return False
+
+
+@EX.probe("fully-masked-row")
+def probe_fully_masked(student) -> bool:
+    logits = np.array([[0.0, 1.0, 2.0], [-np.inf, -np.inf, -np.inf]])
+    got = student.softmax(logits, axis=-1)
+    return any(matches(got, wrong) for wrong in fully_masked_versions(logits))

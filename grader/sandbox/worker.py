@@ -1,0 +1,268 @@
+"""The worker: the only process that runs a submission's code.
+
+It loads one exercise of one submission, then answers requests from the grading process
+(``grader.sandbox.isolation``): call a function with these arrays, or run one of the
+exercise's *operations* (build this module, run this forward/backward pass). Whatever the
+student's code returns is converted here to plain arrays, numbers and strings before it is
+sent; the grading process decides everything else.
+
+The worker knows nothing of the exercises. The ``load`` request brings all it needs as data:
+the functions the file must define, the source of the stand-ins for the *other* exercises a
+file may import (``from .softmax import softmax``), and the source of the exercise's
+operations. This module imports only the standard library, NumPy and ``protocol``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import socket
+import sys
+import traceback
+import types
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import protocol
+
+# What a stand-in's or an operation's source may use without importing it.
+PRELUDE = """\
+import math
+import numbers
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+"""
+
+
+class BadReturn(Exception):
+    """The student's code returned something that is not an array (or tuple of them)."""
+
+
+class Fatal(BaseException):
+    """Ends the worker: the exercise cannot be graded further."""
+
+
+def seed_cpu(seed: int) -> None:
+    """Seed the CPU generator that initialises a module's weights, and nothing else:
+    ``torch.manual_seed`` also queues a seed for every lazy accelerator backend, recording a
+    stack trace each time, which made it the costliest line of a small forward pass."""
+    import torch
+
+    torch.random.default_generator.manual_seed(seed)
+
+
+def _to_array(value: Any, what: str) -> np.ndarray:
+    module = type(value).__module__
+    if module.startswith("torch"):
+        value = value.detach().cpu().numpy()
+    if isinstance(value, np.ndarray):
+        array = np.array(value, subok=False, copy=True)
+    elif isinstance(value, (np.generic, bool, int, float, list)):
+        try:
+            array = np.array(value, subok=False)
+        except Exception as error:  # ragged lists and the like
+            raise BadReturn(f"{what} could not be read as an array: {error}") from None
+    else:
+        raise BadReturn(f"{what} is a {type(value).__name__}, expected a NumPy array")
+    if array.dtype.name not in protocol.DTYPES:
+        raise BadReturn(f"{what} has dtype {array.dtype}, expected numbers or booleans")
+    return array
+
+
+def plain(value: Any, what: str = "the return value") -> Any:
+    """Convert a student's return value: an array, or a tuple of arrays."""
+    if isinstance(value, tuple):
+        return tuple(plain(x, f"element {i} of {what}") for i, x in enumerate(value))
+    return _to_array(value, what)
+
+
+def linears(module: Any, names: tuple[str, ...] = ("wq", "wk", "wv", "wo")) -> dict[str, Any]:
+    """The ``nn.Linear`` attributes among ``names``: their sizes and whether they have a bias."""
+    import torch
+
+    found = {}
+    for name in names:
+        layer = getattr(module, name, None)
+        if isinstance(layer, torch.nn.Linear):
+            found[name] = {"in": int(layer.in_features), "out": int(layer.out_features),
+                           "bias": layer.bias is not None}
+    return found
+
+
+def load_state(module: Any, state: dict[str, np.ndarray]) -> None:
+    """Copy ``{"wq.weight": array, ...}`` into the module's parameters, shapes checked."""
+    import torch
+
+    with torch.no_grad():
+        for key, value in state.items():
+            layer_name, param_name = key.split(".")
+            target = getattr(getattr(module, layer_name, None), param_name, None)
+            if target is None or tuple(target.shape) != value.shape:
+                raise BadReturn(f"{key} is missing or has another shape than {value.shape}")
+            target.copy_(torch.from_numpy(value))
+
+
+def sibling(name: str) -> types.ModuleType:
+    """The stand-in module of another exercise. Operations call it in the worker, where each
+    session binds it to its own stand-ins; in the grading process there are none."""
+    raise RuntimeError(f"sibling({name!r}) is only available inside a worker")
+
+
+def stand_in(name: str, package: str, source: str, exports: list[str]) -> types.ModuleType:
+    """A module that exposes only ``exports``, defined by running ``source`` after PRELUDE."""
+    namespace: dict[str, Any] = {"__name__": f"{package}.{name}"}
+    exec(compile(PRELUDE + source, f"<stand-in for {name}>", "exec"), namespace)
+    module = types.ModuleType(f"{package}.{name}")
+    module.__package__ = package
+    for export in exports:
+        setattr(module, export, namespace[export])
+    return module
+
+
+class Session:
+    def __init__(self, config: dict[str, Any]):
+        self.folder = Path(config["folder"])
+        self.exercise = config["exercise"]
+        self.package = config["package"]
+        self.module: Any = None
+        self.functions: tuple[str, ...] = ()
+        self.siblings: dict[str, types.ModuleType] = {}
+        self.ops: dict[str, Any] = {}
+
+    # -- requests ---------------------------------------------------------------------------
+    def load(self, functions: list[str], stand_ins: dict[str, dict[str, Any]],
+             ops: dict[str, str]) -> dict[str, Any]:
+        self.functions = tuple(functions)
+        self.siblings = {
+            name: stand_in(name, self.package, spec["source"], spec["exports"])
+            for name, spec in stand_ins.items() if name != self.exercise
+        }
+        helpers = {"plain": plain, "BadReturn": BadReturn, "seed_cpu": seed_cpu,
+                   "linears": linears, "load_state": load_state, "sibling": self.siblings.get}
+        for op, source in ops.items():
+            namespace = dict(helpers)
+            exec(compile(PRELUDE + source, f"<operation {op}>", "exec"), namespace)
+            self.ops[op] = namespace[op]
+        self.module = load_exercise(self.folder, self.exercise, self.package, self.siblings)
+        return {"missing": [f for f in self.functions if not hasattr(self.module, f)]}
+
+    def call(self, func: str, args: list, kwargs: dict) -> Any:
+        if func not in self.functions:
+            raise Fatal(f"no such function {func!r}")
+        return plain(getattr(self.module, func)(*args, **kwargs), f"what {func} returned")
+
+    def operation(self, name: str, kwargs: dict[str, Any]) -> Any:
+        if name not in self.ops:
+            raise Fatal(f"unknown request {name!r}")
+        return self.ops[name](self.module, **kwargs)
+
+
+def load_exercise(folder: Path, exercise: str, package: str,
+                  siblings: dict[str, types.ModuleType]) -> types.ModuleType:
+    """Load ``folder/<exercise>.py`` as ``<package>.<exercise>``, the other exercises' modules
+    replaced by ``siblings``.
+
+    A submission folder may be called anything (``jane.doe@uni``) and may or may not hold an
+    ``__init__.py``; that file is never executed, so one broken file cannot break another
+    exercise.
+    """
+    root = types.ModuleType(package)
+    root.__path__ = [str(folder)]  # type: ignore[attr-defined]
+    root.__package__ = package
+    sys.modules[package] = root
+    for name, module in siblings.items():
+        sys.modules[f"{package}.{name}"] = module
+        setattr(root, name, module)
+        sys.modules.setdefault(name, module)  # a bare `import softmax` gets the same
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))  # the submission's own helper modules, if any
+    spec = importlib.util.spec_from_file_location(f"{package}.{exercise}",
+                                                  folder / f"{exercise}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    setattr(root, exercise, module)
+    return module
+
+
+def _describe(error: BaseException, folder: Path) -> dict[str, Any]:
+    frames = [
+        f"{Path(f.filename).name} line {f.lineno}, in {f.name}: {(f.line or '').strip()}"
+        for f in traceback.extract_tb(error.__traceback__)
+        if Path(f.filename).resolve().is_relative_to(folder.resolve())
+    ]
+    return {
+        "type": type(error).__name__,
+        "message": str(error)[:1000],
+        "value_error": isinstance(error, ValueError),
+        "not_implemented": isinstance(error, NotImplementedError),
+        "bad_return": isinstance(error, BadReturn),
+        "where": frames[-3:],
+    }
+
+
+def serve(sock: socket.socket, config: dict[str, Any]) -> None:
+    """Answer requests until told to exit or the grading process goes away."""
+    # A forked worker inherits the grading process's warning filters (pytest turns warnings
+    # into errors). Clear them: a student's warning is printed to the worker's output, never
+    # raised, whoever started the grading.
+    warnings.resetwarnings()
+    session = Session(config)
+    while True:
+        try:
+            request = protocol.recv(sock)
+        except (EOFError, OSError, protocol.ProtocolError):
+            return
+        op = request.get("op")
+        kwargs = request.get("kwargs") or {}
+        if op == "exit":
+            protocol.send(sock, {"ok": True, "value": None})
+            return
+        try:
+            if op == "load":
+                value = session.load(**kwargs)
+            elif op == "call":
+                value = session.call(**kwargs)
+            else:
+                value = session.operation(str(op), kwargs)
+            reply: dict[str, Any] = {"ok": True, "value": value}
+        except Fatal as error:
+            protocol.send(sock, {"fatal": str(error)})
+            return
+        except SystemExit as error:
+            protocol.send(sock, {"fatal": f"the code called sys.exit({error.code!r})"})
+            return
+        except KeyboardInterrupt:
+            protocol.send(sock, {"fatal": "the code raised KeyboardInterrupt"})
+            return
+        except MemoryError:
+            protocol.send(sock, {"fatal": "the code ran out of memory (MemoryError)"})
+            return
+        except BaseException as error:  # the student's exception, reported as data
+            reply = {"ok": False, "error": _describe(error, session.folder)}
+        try:
+            protocol.send(sock, reply)
+        except protocol.ProtocolError as error:
+            protocol.send(sock, {"ok": False, "error": {
+                "type": "BadReturn", "message": str(error), "value_error": False,
+                "not_implemented": False, "bad_return": True, "where": []}})
+
+
+def main(argv: list[str]) -> None:
+    fd, config = int(argv[0]), json.loads(argv[1])
+    sock = socket.socket(fileno=fd)
+    try:
+        serve(sock, config)
+    finally:
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
