@@ -9,7 +9,7 @@ COURSE_FLAG := $(if $(COURSE_FILE),--course $(COURSE_FILE))
 CORE := $(VENV)/.installed-core
 DEV := $(VENV)/.installed-dev
 
-.PHONY: grade answer-key test bench stubs zoo nbgrader handout gradescope lint clean
+.PHONY: grade answer-key test bench stubs zoo nbgrader handout gradescope gpu-check lint clean
 
 $(CORE): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -57,6 +57,10 @@ handout: $(CORE)
 ## gradescope: dist/gradescope-autograder.zip (setup.sh, run_autograder, grader, answer key)
 gradescope: $(CORE)
 	$(PY) -m grader gradescope build $(COURSE_FLAG)
+
+## gpu-check: on a machine with CUDA, grade the key and a CPU-only mha on cuda (exit 2 without)
+gpu-check: $(CORE)
+	$(PY) -m grader.integrations.gpu_check
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .hypothesis

@@ -12,7 +12,7 @@ def attention_backward(q, k, v, grad_output, mask=None):
     The forward pass is the one of ``scaled_dot_product_attention``::
 
         scores  = q @ k^T / sqrt(d_k)   (blocked entries set to -inf)
-        weights = softmax(scores, axis=-1)
+        weights = the softmax of each row of scores
         output  = weights @ v
 
     Args:

@@ -13,6 +13,7 @@ from submission_tools import CORE, EXERCISES, SOLUTIONS, checks_for
 
 from grader.integrations import handout
 
+WORD = re.compile(r"[A-Za-z_]\w*|\d[\w.]*|\"[^\"]*\"|'[^']*'")  # names, numbers, strings
 REGION = re.compile(r"^[ \t]*### BEGIN SOLUTION[ \t]*\n(.*?)^[ \t]*### END SOLUTION", re.M | re.S)
 
 
@@ -27,6 +28,29 @@ def solution_bodies() -> list[tuple[str, str]]:
         for index, body in enumerate(REGION.findall(path.read_text())):
             bodies.append((f"{path.name}#{index}", normalize(body)))
     return bodies
+
+
+def solution_lines() -> dict[str, str]:
+    """Every line of every solution region, stripped, that says something: three or more
+    names, numbers or strings (``else:`` and ``)`` say nothing), mapped to its file."""
+    lines = {}
+    for path in sorted(SOLUTIONS.glob("*.py")):
+        for body in REGION.findall(path.read_text()):
+            for line in body.splitlines():
+                if len(WORD.findall(line)) >= 3 and not line.strip().startswith("#"):
+                    lines.setdefault(line.strip(), path.name)
+    return lines
+
+
+def line_leaks(folder: Path) -> list[str]:
+    lines = solution_lines()
+    found = []
+    for path in sorted(folder.rglob("*")):
+        if path.is_file():
+            for text in path.read_text(errors="replace").splitlines():
+                if text.strip() in lines:
+                    found.append(f"{lines[text.strip()]}: {text.strip()!r} in {path}")
+    return found
 
 
 def leaks(folder: Path) -> list[str]:
@@ -57,11 +81,30 @@ def test_handout_holds_no_solution_body(built):
         p.name for p in SOLUTIONS.glob("*.py"))
 
 
+def test_no_line_of_a_solution_appears_in_the_handout(built):
+    assert len(solution_lines()) > 100
+    assert line_leaks(built) == []
+
+
+def test_the_course_secret_stays_out_of_the_handout(built):
+    from grader.core.course import SECRET_FILE
+
+    secret = (SOLUTIONS / SECRET_FILE)
+    assert not list(built.rglob(SECRET_FILE))
+    if secret.is_file():
+        text = secret.read_text().strip()
+        assert text and not any(text in p.read_text(errors="replace")
+                                for p in built.rglob("*") if p.is_file())
+
+
 def test_leak_search_finds_a_planted_body(built, tmp_path):
     copy = shutil.copytree(built, tmp_path / "copy")
     name, body = solution_bodies()[0]
     (copy / "grader" / "helpers.py").write_text("def f():\n        " + body.replace("\n", "\n    "))
     assert leaks(copy) == [f"{name} in {copy / 'grader' / 'helpers.py'}"]
+    line = next(iter(solution_lines()))
+    (copy / "grader" / "helpers.py").write_text(f"# nothing\n    {line}\n")
+    assert len(line_leaks(copy)) == 1
 
 
 def test_handout_grades_from_a_fresh_copy(built, tmp_path):

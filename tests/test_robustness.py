@@ -106,11 +106,6 @@ def test_printed_output_is_captured_capped_and_kept_out_of_feedback(tmp_path):
     assert "Score: 100/100" in report.render(result, show_output=True)
 
 
-def test_the_spawn_start_method_grades_the_same(tmp_path):
-    result = engine.grade_submission(SOLUTIONS, exercises=["mha"], method="spawn")
-    assert result.exercises["mha"].score == 25
-
-
 def cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "grader", *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=600)

@@ -21,7 +21,7 @@ from submission_tools import KIT, SOLUTIONS, make_submission, tree_digest
 
 from grader.core import engine
 from grader.integrations import report
-from grader.sandbox.confine import SANDBOX_UID_BASE, SANDBOX_UIDS, Limits
+from grader.sandbox.confine import Limits
 from grader.sandbox.isolation import OUTPUT_CAP
 
 ROOT = os.geteuid() == 0
@@ -70,22 +70,17 @@ CASES = {
     """,
     "patches_comparisons": NAN + """
 import numpy.testing
-import torch
-import torch.testing
 
 always = lambda *args, **kwargs: True
 np.allclose = np.array_equal = np.array_equiv = always
 np.isclose = lambda a, b, *args, **kwargs: np.ones(np.broadcast(a, b).shape, bool)
 np.testing.assert_allclose = np.testing.assert_array_equal = lambda *a, **k: None
 np.testing.assert_array_almost_equal = lambda *a, **k: None
-torch.allclose = torch.equal = always
-torch.isclose = lambda a, b, *args, **kwargs: torch.ones_like(a, dtype=torch.bool)
-torch.testing.assert_close = lambda *a, **k: None
 try:
     np.ndarray.__eq__ = lambda self, other: True
 except TypeError:  # a built-in type; tried anyway
     pass
-""",
+""",  # torch's comparisons too: a NumPy exercise may not touch torch (test_delegation.py)
     "returns_an_array_subclass": """
         import numpy as np
 
@@ -284,16 +279,15 @@ def test_network_is_unreachable(tmp_path):
     assert result.exercises["softmax"].output.count("network blocked") == 2
 
 
-def live_sandbox_processes() -> list[str]:
-    """Processes (not zombies) running as one of the sandbox uids."""
-    sandbox_uids = range(SANDBOX_UID_BASE, SANDBOX_UID_BASE + SANDBOX_UIDS)
+def processes_in_namespace(namespace: str) -> list[str]:
+    """Live processes (not zombies) whose PID namespace is ``namespace``."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-            if entry.stat().st_uid in sandbox_uids and state not in "ZX":
+            if os.readlink(entry / "ns" / "pid") == namespace and state not in "ZX":
                 found.append(entry.name)
         except (OSError, IndexError):
             continue
@@ -302,23 +296,29 @@ def live_sandbox_processes() -> list[str]:
 
 @needs_root
 def test_escaped_processes_are_killed(tmp_path):
-    """A daemon forked out of the worker's session is gone once the exercise is graded."""
+    """Daemons forked out of the worker's session, one renamed to bytes that are not UTF-8
+    (it hid from the old sweep by uid), are gone once the exercise is graded."""
     folder = make_submission(tmp_path / "student", {"softmax.py": with_nan("""
-        import os, time
-        if os.fork() == 0:
-            os.setsid()
+        import ctypes, os, time
+        print("namespace", os.readlink("/proc/self/ns/pid"), flush=True)
+        for name in (b"daemon", b"\\xff\\xfe hidden"):
             if os.fork() == 0:
-                time.sleep(60)
-                open("/tmp/attention-kit-escaped", "w").write("still here")
-            os._exit(0)
+                os.setsid()
+                if os.fork() == 0:
+                    ctypes.CDLL(None).prctl(15, ctypes.c_char_p(name), 0, 0, 0)  # PR_SET_NAME
+                    time.sleep(60)
+                    open("/tmp/attention-kit-escaped", "w").write("still here")
+                os._exit(0)
+        time.sleep(0.5)
     """)})
     result = grade(folder)
     assert result.exercises["softmax"].score == 0
+    namespace = result.exercises["softmax"].output.split("namespace ", 1)[1].split()[0]
+    assert namespace != os.readlink("/proc/self/ns/pid")  # the worker had a namespace
     deadline = time.monotonic() + 3.0
-    while live_sandbox_processes() and time.monotonic() < deadline:
+    while processes_in_namespace(namespace) and time.monotonic() < deadline:
         time.sleep(0.05)
-    left = live_sandbox_processes()
-    assert left == []
+    assert processes_in_namespace(namespace) == []
 
 
 def test_report_json_has_no_student_output(tmp_path):

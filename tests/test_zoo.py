@@ -23,6 +23,7 @@ from zoo.catalog import (
     graded_exercises,
 )
 
+from grader.core.delegation import violations
 from grader.core.diagnose import catalog, feedback_line
 from grader.integrations import report
 
@@ -69,7 +70,10 @@ def test_wrong_entry_loses_points_in_its_exercise_only(entry, zoo_results):
     results = zoo_results[entry.name]
     assert sorted(results) == sorted(graded_exercises(entry))
     own = results[entry.exercise]
-    assert own.error is None, own.error  # caught by the checks, not by a crash or a timeout
+    if violations(entry.source(), EXERCISES[entry.exercise].rule):
+        assert own.score == 0 and own.error.startswith("it uses")  # the delegation rule
+    else:
+        assert own.error is None, own.error  # caught by the checks, not a crash or a timeout
     assert own.score < own.max_score
     others = [e for name, e in results.items() if name != entry.exercise]
     assert all(e.score == e.max_score and not e.misconceptions for e in others)

@@ -130,6 +130,35 @@ def assert_equal(got: Any, expected: Any, what: str = "the result") -> None:
         raise CheckFailed(f"{what} is wrong", expected=expected, got=got)
 
 
+def assert_matches_key(got: Any, expected: Any, *, dtype: Any = np.float64,
+                       what: str = "the result") -> None:
+    """``got`` has the answer key's structure (the same tuple lengths, dict keys and shapes)
+    and its values: close for floats, equal for booleans and integers. An empty tuple, a
+    missing key or an extra element fails; it never compares nothing."""
+    if isinstance(expected, tuple):
+        if not isinstance(got, tuple) or len(got) != len(expected):
+            size = f"a tuple of {len(got)}" if isinstance(got, tuple) else type(got).__name__
+            raise CheckFailed(f"{what} is {size}; the answer key returns a tuple of "
+                              f"{len(expected)}")
+        for i, (g, e) in enumerate(zip(got, expected)):
+            assert_matches_key(g, e, dtype=dtype, what=f"{what} [{i}]")
+    elif isinstance(expected, dict):
+        if not isinstance(got, dict) or set(got) != set(expected):
+            raise CheckFailed(f"{what} has keys {sorted(got) if isinstance(got, dict) else got!r}"
+                              f", expected {sorted(expected)}")
+        for key in expected:
+            assert_matches_key(got[key], expected[key], dtype=dtype, what=f"{what} {key}")
+    elif isinstance(expected, list):
+        if not isinstance(got, list) or len(got) != len(expected):
+            raise CheckFailed(f"{what} should be a list of {len(expected)}")
+        for i, (g, e) in enumerate(zip(got, expected)):
+            assert_matches_key(g, e, dtype=dtype, what=f"{what} [{i}]")
+    elif np.asarray(expected).dtype.kind in "biu":
+        assert_equal(got, expected, what)
+    else:
+        assert_close(got, expected, dtype=dtype, what=what)
+
+
 def expect_value_error(call: Callable[[], Any], what: str) -> None:
     """``call`` must raise ValueError; ``what`` describes the bad input."""
     try:

@@ -10,8 +10,10 @@ An exercise the file does not mention keeps its module's defaults. Every route (
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
+import secrets
 import tomllib
 from dataclasses import dataclass, field
 from functools import cache
@@ -23,6 +25,8 @@ from .exercise import TRACKS, Exercise
 KIT_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_COURSE = KIT_ROOT / "course.toml"
 COURSE_ENV = "ATTENTION_KIT_COURSE"  # where a notebook kernel finds the course file
+SECRET_FILE = ".course-secret"  # next to the answer key: seeds the hidden checks' inputs
+SECRET_ENV = "ATTENTION_KIT_SECRET"  # overrides the file (the kit's own tests fix it)
 DEFAULT_TOLERANCES = {"float64": (1e-7, 1e-9), "float32": (1e-4, 1e-5)}
 COURSE_KEYS = {"examples", "hints", "tolerances"}
 EXERCISE_KEYS = {"enabled", "track", "points", "order"}
@@ -197,3 +201,19 @@ def load(path: str | os.PathLike[str] | None = None) -> Course:
     except tomllib.TOMLDecodeError as error:
         raise CourseError(f"{chosen}: {error}") from None
     return parse(data, chosen.resolve())
+
+
+def course_secret(key_folder: Path) -> str:
+    """The course secret the hidden checks draw their inputs from: ``$ATTENTION_KIT_SECRET``
+    when set, else ``<answer key>/.course-secret``, made on first use. It never leaves the
+    instructor's side (the handout has no answer key folder); the Gradescope bundle carries it.
+    """
+    if SECRET_ENV in os.environ:
+        return os.environ[SECRET_ENV]
+    path = Path(key_folder) / SECRET_FILE
+    if not path.is_file():
+        with contextlib.suppress(FileExistsError):
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as handle:
+                handle.write(secrets.token_hex(16) + "\n")
+    return path.read_text().strip()

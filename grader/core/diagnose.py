@@ -107,7 +107,8 @@ def attention_with(q, k, v, mask=None, *, when="before", polarity=True, fill=-np
     if blocked is not None and when == "after":
         weights = np.where(blocked, 0.0, weights)
     with np.errstate(all="ignore"):
-        return weights @ v, weights
+        output = weights @ v
+    return output, weights
 
 
 MASK3 = np.array([[False, True, False], [False, False, True], [True, False, False]])

@@ -20,7 +20,8 @@ from hypothesis.errors import Flaky
 
 from ..sandbox.isolation import Limits, Sandbox, StudentError, WorkerLost, unprivileged_user
 from . import assertions
-from .course import KIT_ROOT, Course, load, number
+from .course import KIT_ROOT, Course, course_secret, load, number
+from .delegation import describe, violations
 from .diagnose import diagnose, feedback_line
 from .exercise import Check, Context, Exercise
 from .student import NotImplementedYet, Student
@@ -122,12 +123,14 @@ def _inputs(ctx: Context) -> str:
     return ", ".join(parts)
 
 
-def run_check(check: Check, ctx: Context, course: Course, points: float) -> CheckResult:
-    """Run one check worth ``points``; WorkerLost propagates (it ends the exercise)."""
+def run_check(check: Check, ctx: Context, course: Course, points: float,
+              secret: str = "") -> CheckResult:
+    """Run one check worth ``points``; WorkerLost propagates (it ends the exercise). A hidden
+    check draws its examples from the course ``secret`` too."""
     result = CheckResult(check.exercise, check.name, check.prop, 0, points, check.hidden, False)
     try:
         with assertions.tolerances(course.tolerances):
-            check.run(ctx, examples=course.examples)
+            check.run(ctx, examples=course.examples, seed_text=secret if check.hidden else "")
     except NotImplementedYet as error:
         result.feedback = f"not implemented yet ({error})"
         return result
@@ -174,9 +177,12 @@ def grade_exercise(
     key_folder: Path | None,
     include_hidden: bool,
     limits: Limits,
-    method: str | None,
     devices: tuple[str, ...],
+    secret: str = "",
+    hide: tuple[str, ...] = (),
 ) -> ExerciseResult:
+    """Grade one exercise of the copied submission in ``folder``: the delegation rule on its
+    source, then its checks in a worker (the hidden ones against the answer key's worker)."""
     points = course.check_points(exercise)
     checks = [c for c in exercise.checks
               if not c.hidden or (include_hidden and key_folder is not None)]
@@ -186,9 +192,13 @@ def grade_exercise(
         result.error = f"{exercise.filename} was not found in the submission"
         result.checks = [_zero(c, points[c.name]) for c in checks]
         return result
+    found = violations((folder / exercise.filename).read_text(errors="replace"), exercise.rule)
+    if found:
+        result.error = describe(found, exercise.rule)
+        result.checks = [_zero(c, points[c.name], result.error) for c in checks]
+        return result
     with contextlib.ExitStack() as stack:
-        sandbox = stack.enter_context(
-            Sandbox(folder, exercise.name, limits=limits, method=method))
+        sandbox = stack.enter_context(Sandbox(folder, exercise.name, limits=limits, hide=hide))
         student = Student(sandbox, exercise)
         try:
             try:
@@ -203,14 +213,15 @@ def grade_exercise(
             key = None
             if key_folder is not None and any(c.hidden for c in checks):
                 key_box = stack.enter_context(
-                    Sandbox(key_folder, exercise.name, limits=limits, method=method,
-                            trusted=True, package="answer_key")
+                    Sandbox(key_folder, exercise.name, limits=limits, trusted=True,
+                            package="answer_key")
                 )
-                key = Student(key_box, exercise)
+                key = Student(key_box, exercise, trusted=True)
                 key.load()
             ctx = Context(student, key, devices)
             for check in checks:
-                result.checks.append(run_check(check, ctx, course, points[check.name]))
+                result.checks.append(
+                    run_check(check, ctx, course, points[check.name], secret))
             if not all(c.passed for c in result.checks):
                 note_misconceptions(result, diagnose(exercise, student), hints=course.hints)
         except (_LoadFailed, WorkerLost) as error:
@@ -284,8 +295,9 @@ def protect_key(key_folder: Path) -> None:
 
 
 def available_devices() -> tuple[str, ...]:
-    import torch
-
+    # Ask NVML, not the CUDA driver: a batch forks its graders after this, and a process whose
+    # parent initialised the driver cannot use CUDA.
+    os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
     return ("cpu", "cuda") if torch.cuda.is_available() else ("cpu",)
 
 
@@ -297,10 +309,11 @@ def grade_submission(
     include_hidden: bool = True,
     key_folder: str | os.PathLike[str] | None = DEFAULT_KEY,
     limits: Limits = Limits(),
-    method: str | None = None,
+    hide: tuple[str, ...] = (),
 ) -> SubmissionResult:
     """Grade the folder ``path``: the course's enabled exercises (or ``exercises``), core ones
-    always, bonus ones when their file is there."""
+    always, bonus ones when their file is there. The workers never see the kit, the answer key
+    or ``hide`` (other students' folders, say)."""
     course = course or load()
     source = Path(path)
     if not source.is_dir():
@@ -315,10 +328,12 @@ def grade_submission(
         if name not in course.names():
             raise ValueError(f"unknown or disabled exercise {name!r}")
     devices = available_devices()
+    secret = course_secret(key) if key is not None else ""
+    hidden = (str(KIT_ROOT), tempfile.gettempdir(), *([str(key)] if key else []), *hide)
     results: dict[str, ExerciseResult] = {}
     skipped = 0.0
     with tempfile.TemporaryDirectory(prefix="attention-kit-") as tmp:
-        os.chmod(tmp, 0o755)
+        os.chmod(tmp, 0o755)  # read-only to a worker without namespaces; others see nothing
         copy = Path(tmp) / "submission"
         copy.mkdir()
         copy_submission(source, copy)
@@ -333,7 +348,8 @@ def grade_submission(
             own_key = key if key is not None and (key / exercise.filename).is_file() else None
             results[exercise.name] = grade_exercise(
                 copy, exercise, course=course, key_folder=own_key,
-                include_hidden=include_hidden, limits=limits, method=method, devices=devices,
+                include_hidden=include_hidden, limits=limits, devices=devices, secret=secret,
+                hide=hidden,
             )
             if track == "core":  # the points the hidden checks would have added
                 skipped += course.points(exercise.name) - results[exercise.name].max_score

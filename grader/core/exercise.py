@@ -27,6 +27,8 @@ from typing import Any
 from hypothesis import HealthCheck, Phase, Verbosity, seed, settings
 from hypothesis.internal.conjecture import providers as _providers
 
+from .delegation import NUMPY_RULE, Rule
+
 FRAMEWORKS = ("numpy", "torch")
 TRACKS = ("core", "bonus")
 
@@ -159,7 +161,7 @@ class Exercise:
     """One exercise: what the student writes, and everything the kit knows about it."""
 
     def __init__(self, name: str, *, functions: tuple[str, ...], framework: str, track: str,
-                 points: int, order: int, title: str):
+                 points: int, order: int, title: str, rule: Rule | None = None):
         if framework not in FRAMEWORKS or track not in TRACKS:
             raise ValueError(f"{name}: framework must be one of {FRAMEWORKS}, track {TRACKS}")
         self.name = name
@@ -169,6 +171,9 @@ class Exercise:
         self.points = points
         self.order = order  # where reports, stubs and notebooks list it (the course may move it)
         self.title = title  # one line for tables: what the student writes
+        # What the file may not delegate to (grader.core.delegation); NumPy exercises may not
+        # use torch, scipy, jax or tensorflow unless they declare otherwise.
+        self.rule = rule if rule is not None else NUMPY_RULE if framework == "numpy" else Rule()
         self.checks: list[Check] = []
         self.misconceptions: dict[str, Misconception] = {}
         self.probes: list[tuple[str, Callable[[Any], bool]]] = []

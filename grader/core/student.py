@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..sandbox.isolation import Sandbox, StudentError
+from ..sandbox.isolation import MALFORMED, Sandbox, StudentError, WorkerLost
 from .exercise import Exercise
 
 
@@ -25,22 +25,32 @@ def _wire(value: Any) -> Any:
 
 
 class Student:
-    def __init__(self, sandbox: Sandbox, exercise: Exercise):
+    def __init__(self, sandbox: Sandbox, exercise: Exercise, *, trusted: bool = False):
         self._sandbox = sandbox
         self._exercise = exercise
+        self._trusted = trusted  # the answer key: no delegation rule
 
     def load(self) -> dict[str, Any]:
         """Load the exercise's file in the worker, with its stand-ins and operations."""
         from .course import EXERCISES_BY_NAME
 
+        exercise = self._exercise
         stand_ins = {}
         for name, other in EXERCISES_BY_NAME().items():
-            spec = other.stand_in() if name != self._exercise.name else None
+            if name == exercise.name or name in exercise.rule.siblings:
+                continue  # never an implementation of the exercise itself
+            spec = other.stand_in()
             if spec is not None:
                 stand_ins[name] = spec
-        return self._sandbox.request(
-            "load", functions=list(self._exercise.functions), stand_ins=stand_ins,
-            ops=self._exercise.operation_sources())
+        reply = self._sandbox.request(
+            "load", functions=list(exercise.functions), stand_ins=stand_ins,
+            ops=exercise.operation_sources(),
+            rule=None if self._trusted else exercise.rule.as_config())
+        missing = reply.get("missing") if isinstance(reply, dict) else None
+        if not isinstance(missing, list) or not all(isinstance(m, str) for m in missing):
+            self._sandbox.kill()
+            raise WorkerLost(MALFORMED)
+        return reply
 
     def _request(self, op: str, **kwargs: Any) -> Any:
         try:

@@ -60,18 +60,20 @@ def find_submissions(root: Path) -> list[Path]:
 
 
 def preload() -> None:
-    """Import once, here, what every grader and worker would otherwise import again."""
+    """Import once, here, what every grader would otherwise import again, and start the one
+    zygote every grader asks for its workers."""
     EXERCISES_BY_NAME()
-    isolation.preload()
+    isolation.start_zygote()
 
 
 def grade_one(path: Path, *, course: Course, limits: Limits, key_folder: Path | None) -> Row:
-    """Grade one submission (runs in a forked grader process)."""
+    """Grade one submission (runs in a forked grader process). Its workers never see the
+    class's folder: the other students' submissions."""
     if not path.is_dir():
         return Row(path.name, "not graded: not a folder")
     try:
         result = engine.grade_submission(path, course=course, key_folder=key_folder,
-                                         limits=limits)
+                                         limits=limits, hide=(str(path.parent.resolve()),))
     except engine.BadSubmission as error:
         return Row(path.name, f"not graded: {error}".replace(str(path), path.name))
     scores = {name: e.score for name, e in result.exercises.items()}
@@ -194,6 +196,12 @@ def _collect(path: Path, status: int, reply: Path, overran: bool) -> Row:
     return Row(path.name, f"not graded: the grader exited with code {os.WEXITSTATUS(status)}")
 
 
+def cell(text: str) -> str:
+    """A CSV cell a spreadsheet shows as text: one that starts like a formula (``=``, ``+``,
+    ``-``, ``@``, or a tab or carriage return before one) gets a leading apostrophe."""
+    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+
+
 def write_csv(rows: list[Row], path: str | os.PathLike[str], course: Course | None = None) -> None:
     course = course or load()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -201,7 +209,7 @@ def write_csv(rows: list[Row], path: str | os.PathLike[str], course: Course | No
         writer = csv.writer(handle, lineterminator="\n")
         writer.writerow(columns(course))
         for row in rows:
-            writer.writerow(row.cells(course))
+            writer.writerow([cell(c) for c in row.cells(course)])
 
 
 def write_json(rows: list[Row], folder: str | os.PathLike[str]) -> None:

@@ -18,6 +18,9 @@ def _limits(args: argparse.Namespace) -> Limits:
 
 
 def _grade(args: argparse.Namespace) -> int:
+    from ..sandbox import isolation
+
+    isolation.start_zygote()  # its imports overlap with the engine's
     from ..core import engine
     from . import report
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.course import KIT_ROOT as ROOT
-from ..core.course import load
+from ..core.course import SECRET_FILE, course_secret, load
 
 BUNDLE = ROOT / "dist" / "gradescope-autograder.zip"
 FIXED_TIME = (2020, 1, 1, 0, 0, 0)  # zip entries carry no build time: the same input, same bytes
@@ -78,6 +78,8 @@ def build(target: Path = BUNDLE, course: str | os.PathLike[str] | None = None) -
         files[name] = (ROOT / name).read_bytes()
     if chosen.path is not None:
         files["course.toml"] = chosen.path.read_bytes()
+    # The hidden checks' inputs come from the course secret: Gradescope grades with the same.
+    files[f"solutions/{SECRET_FILE}"] = (course_secret(ROOT / "solutions") + "\n").encode()
     files["README.md"] = b"attention-kit's Gradescope autograder (see the kit's README).\n"
     scripts = {"setup.sh": SETUP_SH, "run_autograder": RUN_AUTOGRADER}
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as bundle:

@@ -19,7 +19,8 @@ from .stubs import stub_sources
 
 DEFAULT_TARGET = ROOT / "dist" / "handout"
 # Instructor-only tools: they need the answer key.
-LEFT_OUT = {"integrations/bench.py", "integrations/handout.py", "integrations/gradescope.py"}
+LEFT_OUT = {"integrations/bench.py", "integrations/handout.py", "integrations/gradescope.py",
+            "integrations/gpu_check.py"}
 HIDDEN = re.compile(r"^### BEGIN HIDDEN CHECKS\n.*?^### END HIDDEN CHECKS\n", re.M | re.S)
 
 

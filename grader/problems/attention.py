@@ -12,6 +12,7 @@ from ..core.assertions import (
     CheckFailed,
     assert_close,
     assert_equal,
+    assert_matches_key,
     assert_shape,
     expect_value_error,
 )
@@ -41,14 +42,15 @@ def scaled_dot_product_attention(q, k, v, mask=None):
     if tk.shape[-2] != tv.shape[-2]:
         raise ValueError(f"k has {tk.shape[-2]} positions but v has {tv.shape[-2]}")
     scores = torch.matmul(tq, tk.transpose(-2, -1)) * tq.shape[-1] ** -0.5
-    if mask is not None:
-        tmask = torch.as_tensor(np.asarray(mask) if as_numpy else mask, device=scores.device)
-        if tmask.dtype != torch.bool:
-            raise ValueError(f"mask must be boolean (True = blocked), got {tmask.dtype}")
-        scores = scores.masked_fill(tmask, float("-inf"))
-    if torch.isneginf(scores).all(dim=-1).any():
-        raise ValueError("a query has no allowed key: its whole mask row is True")
-    weights = torch.softmax(scores, dim=-1)
+    blocked = None if mask is None else torch.as_tensor(
+        np.asarray(mask) if as_numpy else mask, device=scores.device)
+    if blocked is not None:
+        if blocked.dtype != torch.bool:
+            raise ValueError(f"the mask must be boolean (True = blocked), not {blocked.dtype}")
+        scores = scores.masked_fill(blocked, float("-inf"))
+    if torch.isneginf(scores).all(-1).any():
+        raise ValueError("some query has no allowed key (its mask row is all True)")
+    weights = scores.softmax(dim=-1)
     output = torch.matmul(weights, tv.to(weights.dtype))
     return (output.numpy(), weights.numpy()) if as_numpy else (output, weights)
 
@@ -217,8 +219,7 @@ def test_rejects_query_with_no_allowed_key(ctx):
 def test_attention_matches_answer_key(ctx, case):
     got = ctx.student.scaled_dot_product_attention(*case)
     expected = ctx.key.scaled_dot_product_attention(*case)
-    for i, (g, e) in enumerate(zip(got, expected)):
-        assert_close(g, e, dtype=case.q.dtype, what=f"(output, weights) [{i}]")
+    assert_matches_key(got, expected, dtype=case.q.dtype, what="(output, weights)")
 ### END HIDDEN CHECKS
 
 

@@ -14,7 +14,13 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ..core.assertions import CheckFailed, assert_close, assert_shape, expect_value_error
+from ..core.assertions import (
+    CheckFailed,
+    assert_close,
+    assert_matches_key,
+    assert_shape,
+    expect_value_error,
+)
 from ..core.diagnose import matches
 from ..core.exercise import Exercise
 from ..core.strategies import Seeded, allowed_somewhere, seeds
@@ -170,9 +176,8 @@ def test_rejects_bad_inputs(ctx):
 @EX.check(points=1, hidden=True, prop="attention_backward agrees with the answer key.")
 @given(case=attention_grad_case())
 def test_attention_backward_matches_answer_key(ctx, case):
-    for name, got, expected in zip(NAMES, ctx.student.attention_backward(*case),
-                                   ctx.key.attention_backward(*case)):
-        assert_close(got, expected, what=name)
+    assert_matches_key(ctx.student.attention_backward(*case), ctx.key.attention_backward(*case),
+                       what="(dq, dk, dv)")
 ### END HIDDEN CHECKS
 
 

@@ -16,9 +16,11 @@ from ..core.assertions import (
     CheckFailed,
     assert_close,
     assert_equal,
+    assert_matches_key,
     assert_shape,
     expect_value_error,
 )
+from ..core.delegation import ATTENTION_RULE
 from ..core.diagnose import mistaken
 from ..core.exercise import Exercise
 from ..core.strategies import FLOAT_DTYPES, Seeded, seeds
@@ -27,7 +29,8 @@ from .attention import causal_mask
 from .mha import MultiHeadAttention, with_weights
 
 EX = Exercise("decode", functions=("KVCache", "decode_step"), framework="torch", track="bonus",
-              points=10, order=10, title="`KVCache`, `decode_step(mha, x_new, cache)`")
+              points=10, order=10, rule=ATTENTION_RULE,
+              title="`KVCache`, `decode_step(mha, x_new, cache)`")
 
 
 # -- reference ----------------------------------------------------------------------------------
@@ -223,8 +226,8 @@ def test_decode_matches_answer_key(ctx, case):
     xs = split_chunks(case.x, case.chunks)
     args = (case.d_model, case.n_head, case.bias, case.state, xs)
     got, expected = ctx.student.decode_run(*args), ctx.key.decode_run(*args)
-    assert_close(np.concatenate(got["ys"], axis=1), np.concatenate(expected["ys"], axis=1),
-                 dtype=case.x.dtype, what="the decoded outputs")
+    assert_matches_key(got["ys"], expected["ys"], dtype=case.x.dtype,
+                       what="the decoded outputs (one per step)")
 ### END HIDDEN CHECKS
 
 

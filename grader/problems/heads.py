@@ -25,11 +25,11 @@ def split_heads(x, n_head):
     arr = torch.as_tensor(np.asarray(x)) if as_numpy else x
     if arr.ndim != 3:
         raise ValueError(f"split_heads expects (B, T, C), got shape {tuple(arr.shape)}")
-    b, t, c = arr.shape
+    batch, length, width = arr.shape
     n_head = positive_int(n_head, "n_head", 1)
-    if c % n_head:
-        raise ValueError(f"width {c} is not divisible by n_head={n_head}")
-    parts = arr.reshape(b, t, n_head, c // n_head).transpose(1, 2)
+    if width % n_head != 0:
+        raise ValueError(f"n_head={n_head} heads do not split the width {width}")
+    parts = arr.reshape(batch, length, n_head, width // n_head).transpose(1, 2)
     return parts.numpy() if as_numpy else parts
 
 
@@ -65,9 +65,10 @@ def heads_case(draw) -> Heads:
 @given(case=heads_case())
 def test_head_h_is_columns_h(ctx, case):
     x, n_head = case
-    b, t, c = x.shape
-    d = c // n_head
-    got = assert_shape(ctx.student.split_heads(x, n_head), (b, n_head, t, d), "split_heads(x)")
+    batch, length, width = x.shape
+    d = width // n_head
+    got = assert_shape(ctx.student.split_heads(x, n_head), (batch, n_head, length, d),
+                       "split_heads(x)")
     expected = np.stack([x[:, :, h * d:(h + 1) * d] for h in range(n_head)], axis=1)
     assert_equal(got, expected, "split_heads(x)")
 
@@ -76,10 +77,10 @@ def test_head_h_is_columns_h(ctx, case):
 @given(case=heads_case())
 def test_merge_concatenates_heads(ctx, case):
     x, n_head = case
-    b, t, c = x.shape
-    y = x.reshape(b, n_head, t, c // n_head)  # any (B, H, T, D) array with distinct entries
+    batch, length, width = x.shape
+    y = x.reshape(batch, n_head, length, width // n_head)  # any (B, H, T, D), distinct entries
     ctx.show(y=y)
-    got = assert_shape(ctx.student.merge_heads(y), (b, t, c), "merge_heads(y)")
+    got = assert_shape(ctx.student.merge_heads(y), (batch, length, width), "merge_heads(y)")
     assert_equal(got, np.concatenate(list(np.moveaxis(y, 1, 0)), axis=-1), "merge_heads(y)")
 
 

@@ -47,7 +47,7 @@ def student_mask(ctx, n_cached, n_new):
     mask = assert_shape(
         ctx.student.kv_cache_mask(n_cached, n_new), (n_new, n_cached + n_new), "the mask"
     )
-    if mask.dtype != np.bool_:
+    if mask.dtype.kind != "b":
         raise CheckFailed(f"the mask has dtype {mask.dtype}, expected bool")
     return mask
 

@@ -16,7 +16,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 from torch import nn
 
-from ..core.assertions import CheckFailed, assert_close, assert_shape, expect_value_error
+from ..core.assertions import (
+    CheckFailed,
+    assert_close,
+    assert_matches_key,
+    assert_shape,
+    expect_value_error,
+)
+from ..core.delegation import ATTENTION_RULE
 from ..core.diagnose import FULLY_MASKED2, MASK3, attention_with, grid, matches
 from ..core.exercise import Exercise
 from ..core.strategies import SEEDS, allowed_somewhere, floats_array, seeded_grid
@@ -24,7 +31,7 @@ from ..sandbox.worker import BadReturn, linears, load_state, plain, seed_cpu
 from .attention import causal_mask
 
 EX = Exercise("mha", functions=("MultiHeadAttention",), framework="torch", track="core",
-              points=25, order=5,
+              points=25, order=5, rule=ATTENTION_RULE,
               title="`MultiHeadAttention(d_model, n_head, bias=False)` (PyTorch)")
 PROJECTIONS = ("wq", "wk", "wv", "wo")
 
@@ -36,29 +43,29 @@ class MultiHeadAttention(nn.Module):
 
     def __init__(self, d_model, n_head, bias=False):
         super().__init__()
-        if n_head < 1 or d_model % n_head:
-            raise ValueError(f"d_model={d_model} is not divisible by n_head={n_head}")
-        self.n_head = n_head
+        if n_head < 1 or d_model % n_head != 0:
+            raise ValueError(f"n_head={n_head} does not divide d_model={d_model}")
+        self.n_head = int(n_head)
         self.wq, self.wk, self.wv, self.wo = (
             nn.Linear(d_model, d_model, bias=bias) for _ in range(4)
         )
 
     def forward(self, x, mask=None):
-        b, t, c = x.shape
+        batch, length, width = x.shape
         attn_mask = None
-        if mask is not None:
-            mask = torch.as_tensor(mask, device=x.device)
-            if mask.dtype != torch.bool:
-                raise ValueError(f"mask must be boolean (True = blocked), got {mask.dtype}")
-            full = mask.expand(b, self.n_head, t, t)
+        blocked = None if mask is None else torch.as_tensor(mask, device=x.device)
+        if blocked is not None:
+            if blocked.dtype != torch.bool:
+                raise ValueError(f"the mask must be boolean (True = blocked), not {blocked.dtype}")
+            full = blocked.expand(batch, self.n_head, length, length)
             if full.all(dim=-1).any():
-                raise ValueError("a query has no allowed key: its whole mask row is True")
-            attn_mask = full.reshape(b * self.n_head, t, t)
+                raise ValueError("some query has no allowed key (its mask row is all True)")
+            attn_mask = full.reshape(batch * self.n_head, length, length)
         in_bias = None
         if self.wq.bias is not None:
             in_bias = torch.cat([self.wq.bias, self.wk.bias, self.wv.bias])
         y, weights = F.multi_head_attention_forward(
-            x.transpose(0, 1), x.transpose(0, 1), x.transpose(0, 1), c, self.n_head,
+            x.transpose(0, 1), x.transpose(0, 1), x.transpose(0, 1), width, self.n_head,
             None, in_bias, None, None, False, 0.0, self.wo.weight, self.wo.bias,
             training=False, need_weights=True, attn_mask=attn_mask,
             use_separate_proj_weight=True, q_proj_weight=self.wq.weight,
@@ -332,8 +339,7 @@ def test_rejects_fully_masked_query(ctx):
 def test_mha_matches_answer_key(ctx, case):
     got = ctx.student.mha_forward(*case)
     expected = ctx.key.mha_forward(*case)
-    for name in ("y", "weights"):
-        assert_close(got[name], expected[name], dtype=case.x.dtype, what=name)
+    assert_matches_key(got, expected, dtype=case.x.dtype, what="the forward pass:")
 ### END HIDDEN CHECKS
 
 

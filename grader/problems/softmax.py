@@ -25,15 +25,15 @@ def softmax(logits, axis=-1):
         if torch.isneginf(logits).all(dim=axis).any():
             raise ValueError("every slice needs at least one entry above -inf")
         return torch.softmax(logits, dim=axis)
-    values = np.asarray(logits)
-    if values.dtype.kind not in "biuf":
-        raise ValueError(f"softmax needs real numbers, got dtype {values.dtype}")
-    dtype = np.result_type(values.dtype, np.float32)
-    converted = torch.from_numpy(values.astype(dtype))
-    if values.dtype.kind in "iu" and values.size:
+    array = np.asarray(logits)
+    if array.dtype.kind not in "biuf":
+        raise ValueError(f"the logits must be real numbers, not {array.dtype}")
+    result_dtype = np.result_type(array.dtype, np.float32)
+    converted = torch.from_numpy(array.astype(result_dtype))
+    if array.dtype.kind in "iu" and array.size:
         back = converted.numpy().astype(object).ravel()
-        if not all(int(f) == i for f, i in zip(back, values.ravel().tolist())):
-            raise ValueError(f"integer logits are not exactly representable as {dtype}")
+        if not all(int(f) == i for f, i in zip(back, array.ravel().tolist())):
+            raise ValueError(f"some integer logit is not exact in {result_dtype}")
     if torch.isnan(converted).any() or torch.isposinf(converted).any():
         raise ValueError("logits must be finite, or -inf for a masked entry")
     if torch.isneginf(converted).all(dim=axis).any():

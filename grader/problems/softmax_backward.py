@@ -32,8 +32,8 @@ def softmax_backward(probabilities, upstream, axis=-1):
         raise ValueError(f"probabilities {tuple(p.shape)} and upstream {tuple(g.shape)} differ")
     if isinstance(p, torch.Tensor):
         return torch._softmax_backward_data(g, p, axis % p.ndim, p.dtype)
-    dtype = np.result_type(p.dtype, g.dtype, np.float32)
-    tp, tg = torch.from_numpy(p.astype(dtype)), torch.from_numpy(g.astype(dtype))
+    common = np.result_type(p.dtype, g.dtype, np.float32)
+    tp, tg = torch.from_numpy(p.astype(common)), torch.from_numpy(g.astype(common))
     if tp.numel() == 0:
         return tp.numpy()
     return torch._softmax_backward_data(tg, tp, axis % tp.ndim, tp.dtype).numpy()

@@ -1,9 +1,19 @@
-"""What confines a worker process: its limits, its user, what it can see and reach.
+"""What confines a worker: its limits, its user, what it can see and reach.
 
-Everything here but ``Limits`` and the uid bookkeeping runs in the child, after fork and before
-any student code: ``restrict`` makes a new session, sets the memory, CPU-time, file-size and
-process limits, unshares the network (no interfaces), and, when grading as root, switches to a
-sandbox uid of its own after making sure that user can still reach the interpreter.
+Everything here but ``Limits`` and the uid bookkeeping runs in the worker's two processes,
+after the zygote forks and before any student code (``grader.sandbox.zygote``):
+
+- the *keeper* enters new PID, mount and network namespaces (``enter_namespaces``): as root
+  directly, otherwise inside a user namespace where the kernel allows one;
+- the *worker*, the first process of the new PID namespace, builds its own view of the files
+  (``private_view``): a fresh /proc, a private size-capped /tmp and /dev/shm that vanish with
+  it, its submission copy at the same path and nothing else of other students, the kit and the
+  answer key hidden under empty directories, the interpreter still reachable; then it takes its
+  limits and, when grading as root, a sandbox uid of its own (``restrict``).
+
+When the worker ends, the kernel kills every process left in its PID namespace: nothing it
+forked, however it renamed or detached itself, outlives it. This module imports only the
+standard library: it is shipped to the zygote as source.
 """
 
 from __future__ import annotations
@@ -22,19 +32,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 GiB = 1 << 30
-KIT_ROOT = Path(__file__).resolve().parents[2]
-CLONE_NEWNET = 0x40000000
-CLONE_NEWNS = 0x00020000
-MS_BIND, MS_REC, MS_PRIVATE, MNT_DETACH = 0x1000, 0x4000, 0x40000, 2
-FILE_CAP = 16 << 20  # bytes a worker may write to any one file, its captured output included
+MiB = 1 << 20
+CLONE_NEWNS, CLONE_NEWUSER = 0x00020000, 0x10000000
+CLONE_NEWPID, CLONE_NEWNET = 0x20000000, 0x40000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x1, 0x2, 0x4, 0x8
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE, MNT_DETACH = 0x20, 0x1000, 0x4000, 0x40000, 2
+FILE_CAP = 16 * MiB  # bytes a worker may write to any one file, its captured output included
+NPROC_LIMIT = 256  # processes and threads one sandbox uid may hold (a fork bomb stops here)
 
-# Stdlib modules a submission may import lazily. They are imported before privileges drop,
-# since an unprivileged user may not be able to read the interpreter's own files.
+# Modules a submission may import lazily, imported once in the zygote so every worker starts
+# with them (and a worker that runs as another user need not read the interpreter's files).
 PRELOAD = (
     "math cmath functools itertools operator typing collections dataclasses fractions "
     "decimal statistics random copy numbers enum abc contextlib warnings string re time "
-    "inspect cProfile einops numpy.linalg numpy.fft torch torch.nn torch.nn.functional "
-    "encodings.idna"
+    "inspect cProfile tracemalloc einops numpy numpy.linalg numpy.fft torch torch.nn "
+    "torch.nn.functional torch.overrides torch.utils._python_dispatch encodings.idna"
     # torch's first backward() imports this (and SymPy, mpmath) lazily
     " torch.fx.experimental.symbolic_shapes"
 ).split()
@@ -48,15 +60,16 @@ class Limits:
     memory: int = 4 * GiB  # bytes a worker may allocate beyond its start-up footprint
     network: bool = False
     drop_privileges: bool = True  # only has an effect when grading as root
+    scratch: int = 64 * MiB  # the size of the worker's private /tmp and of its /dev/shm
 
 
-# When grading as root, each live worker runs as its own uid, SANDBOX_UID_BASE + n, claimed
-# with a lock file, so that no student can signal or read another's worker (parallel batch
-# grading) and whatever a worker leaves behind can be found by uid and killed. A uid that
-# belongs to a real account is skipped; `nobody` is the fallback when none can be claimed.
+# -- sandbox uids (in the grading process) -----------------------------------------------------
+# When grading as root, each live worker runs as a uid of its own, SANDBOX_UID_BASE + n,
+# claimed with a lock file and released only once its PID namespace is gone, so no student can
+# signal, trace or read another's worker. A uid that belongs to a real account is skipped.
 SANDBOX_UID_BASE = 64000
-SANDBOX_UIDS = 1000
-NPROC_LIMIT = 256  # processes and threads one sandbox uid may hold (a fork bomb stops here)
+SANDBOX_UIDS = 4000
+_next_uid = [0]
 
 
 def unprivileged_user() -> pwd.struct_passwd | None:
@@ -70,11 +83,14 @@ def unprivileged_user() -> pwd.struct_passwd | None:
 
 
 def claim_sandbox_user(fallback: pwd.struct_passwd) -> tuple[pwd.struct_passwd, int | None]:
-    """A uid no other live worker on this machine uses, and the lock fd that holds it."""
+    """A uid no live worker on this machine uses, and the lock fd that holds it. The search
+    starts past the last uid this process claimed, so a uid is not handed out again at once."""
     folder = Path(tempfile.gettempdir()) / "attention-kit-uids"
     with contextlib.suppress(OSError):
         folder.mkdir(mode=0o700, exist_ok=True)
-    for n in range(SANDBOX_UIDS):
+    start = (_next_uid[0] + os.getpid()) % SANDBOX_UIDS
+    for step in range(SANDBOX_UIDS):
+        n = (start + step) % SANDBOX_UIDS
         uid = SANDBOX_UID_BASE + n
         try:
             pwd.getpwuid(uid)
@@ -90,7 +106,8 @@ def claim_sandbox_user(fallback: pwd.struct_passwd) -> tuple[pwd.struct_passwd, 
         except OSError:
             os.close(fd)
             continue
-        kill_user_processes(uid)  # leftovers of a grader that died before sweeping
+        kill_user_processes(uid)  # leftovers of a grader that died without namespaces
+        _next_uid[0] = n + 1
         user = pwd.struct_passwd(
             ("attention-kit", "x", uid, fallback.pw_gid, "", "/", "/bin/false")
         )
@@ -99,132 +116,52 @@ def claim_sandbox_user(fallback: pwd.struct_passwd) -> tuple[pwd.struct_passwd, 
 
 
 def kill_user_processes(uid: int) -> int:
-    """SIGKILL every process whose real uid is ``uid`` (what a worker left behind). Returns how
-    many were signalled. Only ever called for a dedicated sandbox uid, never for `nobody`."""
+    """SIGKILL every process owned by ``uid``; how many were signalled. Ownership is read from
+    the /proc entry itself, never parsed from text a process controls (its name)."""
     signalled = 0
     for _ in range(10):  # a process may fork while we scan: go again until none is left
         found = 0
         for entry in os.listdir("/proc"):
             if not entry.isdigit():
                 continue
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                with open(f"/proc/{entry}/status") as status:
-                    for line in status:
-                        if line.startswith("Uid:"):
-                            if int(line.split()[1]) == uid:
-                                os.kill(int(entry), signal.SIGKILL)
-                                found += 1
-                            break
+            with contextlib.suppress(OSError):
+                if os.stat(f"/proc/{entry}").st_uid == uid:
+                    os.kill(int(entry), signal.SIGKILL)
+                    found += 1
         signalled += found
         if not found:
             break
     return signalled
 
 
-def _close_inherited(keep: int) -> None:
-    """Close every descriptor a forked worker inherited except stdio and its socket, so the
-    student's code cannot write to the grader's terminal, files or other workers' sockets."""
-    limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-    limit = limit if 0 < limit < (1 << 20) else 65536
-    os.closerange(3, keep)
-    os.closerange(keep + 1, limit)
+# -- in the keeper: namespaces -----------------------------------------------------------------
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
 
 
-def _readable_by_others(path: str) -> bool:
-    """Whether every directory on the way to ``path`` lets other users through."""
-    current = Path(path).resolve()
-    for part in [current, *current.parents]:
+def enter_namespaces(network: bool) -> str:
+    """Unshare PID, mount (and network) namespaces for the children of the calling process.
+    Returns "root" (real root in them), "user" (root only inside a user namespace) or ""."""
+    libc = _libc()
+    flags = CLONE_NEWPID | CLONE_NEWNS | (0 if network else CLONE_NEWNET)
+    if os.geteuid() == 0 and libc.unshare(flags) == 0:
+        return "root"
+    uid, gid = os.geteuid(), os.getegid()
+    if libc.unshare(CLONE_NEWUSER | flags) == 0:
         with contextlib.suppress(OSError):
-            if part.is_dir() and not os.stat(part).st_mode & 0o001:
-                return False
-    return True
-
-
-def restrict(limits: Limits, user: pwd.struct_passwd | None, workdir: str) -> None:
-    """Runs in the child, before any student code."""
-    os.setsid()
-    data = _data_size()
-    cap = data + limits.memory
-    resource.setrlimit(resource.RLIMIT_DATA, (cap, cap))
-    cpu = int(limits.timeout * 2) + 5
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_CAP, FILE_CAP))  # output and any file
-    if not limits.network:
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.unshare(CLONE_NEWNET) != 0:
-            _block_sockets()
-    if user is not None:
-        _expose_interpreter()
-        resource.setrlimit(resource.RLIMIT_NPROC, (NPROC_LIMIT, NPROC_LIMIT))
-        os.setgroups([])
-        os.setgid(user.pw_gid)
-        os.setuid(user.pw_uid)
-        os.environ["HOME"] = workdir
-    os.chdir(workdir)
-
-
-def _closed_ancestor(path: str) -> Path | None:
-    """The highest directory on the way to ``path`` that other users cannot pass through."""
-    current = Path(path).resolve()
-    for part in reversed([current, *current.parents]):
-        with contextlib.suppress(OSError):
-            if part.is_dir() and not os.stat(part).st_mode & 0o001:
-                return part
-    return None
-
-
-def _expose_interpreter() -> None:
-    """Let the unprivileged worker reach the interpreter, its libraries and the kit.
-
-    Python (or the virtual environment, or the kit) may live under a directory that only its
-    owner may enter, such as /root. Then the worker, once it is ``nobody``, could not import a
-    module that was not loaded before: a correct submission that happens to trigger a lazy
-    import would fail. In a private mount namespace, each such directory is covered by an empty
-    tmpfs into which only the subtrees needed are bind-mounted back, so paths stay the same and
-    the rest of that directory stays out of sight. Best effort: where mount namespaces are not
-    allowed, nothing changes and the modules imported before the fork (PRELOAD) still work.
-    """
-    needed = {KIT_ROOT, Path(sys.prefix), Path(sys.base_prefix)}
-    needed.update(Path(p) for p in sys.path if p and Path(p).exists())
-    closed: dict[Path, set[str]] = {}
-    for path in needed:
-        top = _closed_ancestor(str(path))
-        resolved = path.resolve()
-        if top is not None and resolved != top:
-            closed.setdefault(top, set()).add(resolved.relative_to(top).parts[0])
-    if not closed:
-        return
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.unshare(CLONE_NEWNS) != 0:
-        return
-    if libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) != 0:
-        return
-    for top, children in closed.items():
-        saved = tempfile.mkdtemp(prefix="attention-kit-mnt-")
+            Path("/proc/self/setgroups").write_text("deny")
         try:
-            if libc.mount(bytes(top), saved.encode(), None, MS_BIND | MS_REC, None) != 0:
-                continue
-            if libc.mount(b"tmpfs", bytes(top), b"tmpfs", 0, b"mode=755") != 0:
-                continue
-            ok = True
-            for child in sorted(children):
-                target = top / child
-                source = Path(saved) / child
-                if source.is_dir():
-                    target.mkdir()
-                else:
-                    target.touch()
-                ok &= libc.mount(bytes(source), bytes(target), None, MS_BIND | MS_REC, None) == 0
-            if not ok:
-                libc.umount2(bytes(top), MNT_DETACH)
-        finally:
-            libc.umount2(saved.encode(), MNT_DETACH)
-            with contextlib.suppress(OSError):
-                os.rmdir(saved)
+            Path("/proc/self/uid_map").write_text(f"{uid} {uid} 1")
+            Path("/proc/self/gid_map").write_text(f"{gid} {gid} 1")
+        except OSError:
+            return ""
+        return "user"
+    if not network and libc.unshare(CLONE_NEWNET) != 0:
+        block_sockets()
+    return ""
 
 
-def _block_sockets() -> None:
+def block_sockets() -> None:
     """Fallback where no network namespace can be made: refuse new internet sockets."""
     original = socket.socket
 
@@ -235,6 +172,127 @@ def _block_sockets() -> None:
             super().__init__(family, *args, **kwargs)
 
     socket.socket = NoNetwork  # type: ignore[misc]
+
+
+# -- in the worker: its own view of the files -------------------------------------------------
+def _mount(source: str | bytes | None, target: str | Path, fstype: str | None, flags: int,
+           data: str | None = None) -> bool:
+    def b(value):
+        return value.encode() if isinstance(value, str) else value
+
+    return _libc().mount(b(source), b(str(target)), b(fstype), flags, b(data)) == 0
+
+
+def _closed(path: Path) -> bool:
+    """Whether other users cannot pass through the directory ``path``."""
+    try:
+        return path.is_dir() and not os.stat(path).st_mode & 0o001
+    except OSError:
+        return False
+
+
+def _cover(top: Path, keep: set[str], mode: str = "755") -> None:
+    """Put an empty tmpfs over the directory ``top`` and bind back only its children ``keep``.
+    Paths stay the same; the rest of ``top`` is out of sight."""
+    saved = tempfile.mkdtemp(prefix="attention-kit-mnt-", dir="/tmp")  # the private /tmp
+    try:
+        if not _mount(str(top), saved, None, MS_BIND | MS_REC):
+            return
+        if not _mount("tmpfs", top, "tmpfs", MS_NOSUID | MS_NODEV, f"mode={mode},size=64k"):
+            return
+        for child in sorted(keep):
+            source, target = Path(saved) / child, top / child
+            if not source.exists():
+                continue
+            if source.is_dir():
+                target.mkdir()
+            else:
+                target.touch()
+            _mount(str(source), target, None, MS_BIND | MS_REC)
+    finally:
+        _libc().umount2(saved.encode(), MNT_DETACH)
+        with contextlib.suppress(OSError):
+            os.rmdir(saved)
+
+
+def _keep_for(top: Path, needed: list[Path]) -> set[str]:
+    return {n.relative_to(top).parts[0] for n in needed if n != top and n.is_relative_to(top)}
+
+
+def private_view(folder: str, hide: list[str], scratch: int, user_visible: bool) -> None:
+    """Runs in the worker (PID 1 of its namespace), with mount rights, before any student code.
+
+    ``folder`` (the submission copy) stays at its path; ``hide`` (the kit, the answer key, the
+    other students' folders) become empty; /tmp and /dev/shm are fresh tmpfs of ``scratch``
+    bytes each; /proc shows this namespace only. ``user_visible``: the worker will run as
+    another user, so closed directories on the way to the interpreter are opened up (the rest
+    of them stays hidden).
+    """
+    _mount("none", "/", None, MS_REC | MS_PRIVATE)
+    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    submission = os.open(folder, os.O_PATH | os.O_DIRECTORY)
+    for scratch_dir in ("/tmp", "/dev/shm"):
+        _mount("tmpfs", scratch_dir, "tmpfs", MS_NOSUID | MS_NODEV,
+               f"mode=1777,size={scratch}")
+    target = Path(folder)
+    if not target.exists():  # it lived under /tmp: put it back at the same path
+        target.mkdir(parents=True)
+        for parent in [target, *target.parents]:
+            if parent.is_relative_to("/tmp") and parent != Path("/tmp"):
+                os.chmod(parent, 0o755)
+    _mount(f"/proc/self/fd/{submission}", target, None, MS_BIND | MS_REC)
+    _mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY)  # read, never filled up
+    os.close(submission)
+    needed = [Path(p).resolve() for p in {sys.prefix, sys.base_prefix, *sys.path}
+              if p and Path(p).exists()]
+    tops: dict[Path, set[str]] = {}
+    for path in hide:
+        top = Path(path).resolve()
+        if top.is_dir() and not top.is_relative_to("/tmp"):  # /tmp is private already
+            tops[top] = _keep_for(top, [*needed, target])
+    if user_visible:
+        for path in needed:
+            for part in reversed([path, *path.parents]):
+                if _closed(part) and part != path:
+                    tops.setdefault(part, set()).update(_keep_for(part, needed))
+                    break
+    for top in sorted(tops, key=lambda p: len(p.parts)):
+        if top.exists():
+            _cover(top, tops[top])
+
+
+# -- in the worker: limits and user -------------------------------------------------------------
+def restrict(limits: Limits, user: tuple[int, int] | None, workdir: str) -> None:
+    """Runs in the worker before any student code: its own session, memory, CPU-time,
+    file-size and process limits, then the sandbox uid (as root)."""
+    with contextlib.suppress(OSError):
+        os.setsid()
+    cap = _data_size() + limits.memory
+    resource.setrlimit(resource.RLIMIT_DATA, (cap, cap))
+    cpu = int(limits.timeout * 2) + 5
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_CAP, FILE_CAP))  # output and any file
+    if user is not None:
+        resource.setrlimit(resource.RLIMIT_NPROC, (NPROC_LIMIT, NPROC_LIMIT))
+        os.setgroups([])
+        os.setgid(user[1])
+        os.setuid(user[0])
+    os.environ.clear()
+    os.environ.update({"HOME": workdir, "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
+    os.chdir(workdir)
+
+
+def close_inherited(keep: tuple[int, ...]) -> None:
+    """Close every descriptor but stdio and ``keep``, so the student's code cannot reach the
+    grader's files, sockets or other workers."""
+    limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    limit = limit if 0 < limit < (1 << 20) else 65536
+    low = 3
+    for fd in sorted(keep):
+        os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, limit)
 
 
 def _data_size() -> int:

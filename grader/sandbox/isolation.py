@@ -1,26 +1,21 @@
-"""Running a submission's code in a worker process, under limits.
+"""Running a submission's code in a worker process, under limits (the grading side).
 
-``Sandbox`` starts a worker (``grader.sandbox.worker``) for one exercise of one submission and turns
-its replies into values, ``StudentError`` (the student's code raised) or ``WorkerLost`` (the
-worker crashed, hung, exited, ran out of memory or broke the protocol: the exercise is over).
+``Sandbox`` asks the zygote (``grader.sandbox.zygote``) for a worker that loads one exercise of
+one submission, and turns its replies into values, ``StudentError`` (the student's code raised)
+or ``WorkerLost`` (the worker crashed, hung, exited, ran out of memory, broke a rule or sent
+something that is not a reply to the request: the exercise is over, the grade goes on).
 
-Start methods: ``fork`` (the default without CUDA: the worker starts with NumPy and torch
-already imported) and ``spawn`` (a fresh interpreter; used when CUDA is available, because a
-CUDA context does not survive fork).
-
-In the worker, before any student code runs: stdin from /dev/null, stdout/stderr to a capped
-capture file, the grader's other descriptors closed, and the confinement of
-``grader.sandbox.confine`` (a new session, memory, CPU, file-size and process limits, no
-network, and, when grading as root, a sandbox uid of its own).
+Every request carries a number that its reply must echo, and nothing may follow a reply: a
+forged, extra or unreadable frame ends the exercise with "the worker sent a malformed reply".
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
-import faulthandler
-import functools
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -31,20 +26,19 @@ from pathlib import Path
 from typing import Any
 
 from . import protocol
-from .confine import (  # noqa: F401  (Limits, GiB, PRELOAD, unprivileged_user: re-exported)
-    KIT_ROOT,
-    PRELOAD,
+from .confine import (  # noqa: F401  (GiB, Limits, unprivileged_user: re-exported)
     GiB,
     Limits,
-    _close_inherited,
-    _readable_by_others,
     claim_sandbox_user,
     kill_user_processes,
-    restrict,
     unprivileged_user,
 )
+from .zygote import BOOT, request_bytes
 
 OUTPUT_CAP = 4096  # characters of captured output kept for the instructor
+SANDBOX = Path(__file__).resolve().parent
+MALFORMED = "the worker sent a malformed reply"
+
 
 class StudentError(Exception):
     """The student's code raised an exception (or returned something unusable)."""
@@ -84,28 +78,95 @@ class WorkerLost(BaseException):
         super().__init__(reason)
 
 
-@functools.cache
-def preload() -> None:
-    """Import PRELOAD once in the grading process; forked workers then start with it."""
-    for name in PRELOAD:
+# -- the zygote ------------------------------------------------------------------------------
+class Zygote:
+    """The clean process every worker is forked from; one per grading run, shared by the
+    processes a batch forks (each connects on its own)."""
+
+    def __init__(self) -> None:
+        self.folder = tempfile.mkdtemp(prefix="attention-kit-zygote-")  # 0700: root's alone
+        self.path = os.path.join(self.folder, "socket")
+        self.owner = os.getpid()
+        sources = {name: (SANDBOX / f"{name}.py").read_text()
+                   for name in ("protocol", "confine", "worker", "zygote")}
+        self.log = tempfile.TemporaryFile()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+        env["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
+        self.process = subprocess.Popen(
+            [sys.executable, "-I", "-c", BOOT, self.path], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=self.log, cwd="/", env=env,
+        )
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps(sources).encode() + b"\n")
+        self.process.stdin.flush()
+        self._ready = False
+        self._connections: dict[int, socket.socket] = {}
+
+    def wait_ready(self) -> None:
+        if self._ready:
+            return
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if line != b"ready\n":
+            self.log.seek(0)
+            tail = self.log.read()[-2000:].decode("utf-8", "replace")
+            raise RuntimeError(f"the worker zygote did not start:\n{tail}")
+        self._ready = True
+
+    def connection(self) -> socket.socket:
+        pid = os.getpid()
+        if pid not in self._connections:
+            self.wait_ready() if pid == self.owner else None
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            for _ in range(600):  # a forked grader may ask before the zygote is listening
+                try:
+                    sock.connect(self.path)
+                    break
+                except (FileNotFoundError, ConnectionRefusedError):
+                    time.sleep(0.05)
+            self._connections[pid] = sock
+        return self._connections[pid]
+
+    def spawn(self, request: dict[str, Any], fds: list[int]) -> None:
+        sock = self.connection()
+        data = request_bytes(request)
+        sock.sendall(data[:8])
+        socket.send_fds(sock, [data[8:]], fds)
+        reply = protocol.recv(sock)
+        if not reply.get("ok"):
+            raise RuntimeError(f"the zygote refused a worker: {reply.get('error')}")
+
+    def close(self) -> None:
+        if os.getpid() != self.owner:
+            return
         with contextlib.suppress(Exception):
-            __import__(name)
+            self.process.stdin.close()  # the zygote ends on end of input
+            self.process.wait(timeout=5)
+        with contextlib.suppress(Exception):
+            self.process.kill()
+        with contextlib.suppress(OSError):
+            os.unlink(self.path)
+            os.rmdir(self.folder)
 
 
-def default_method() -> str:
-    import torch
-
-    return "spawn" if torch.cuda.is_available() else "fork"
+_ZYGOTE: Zygote | None = None
 
 
-# A fresh interpreter in isolated mode (-I: no PYTHONPATH, no user site, no cwd on sys.path),
-# told where the kit lives.
-_SPAWN = (
-    "import sys; sys.path.insert(0, sys.argv.pop(1)); from grader.sandbox.worker import main; "
-    "main(sys.argv[1:])"
-)
+def zygote() -> Zygote:
+    """This run's zygote, started on first use (a forked child shares its parent's)."""
+    global _ZYGOTE
+    if _ZYGOTE is None or _ZYGOTE.process.poll() is not None:
+        _ZYGOTE = Zygote()
+        atexit.register(_ZYGOTE.close)
+    return _ZYGOTE
 
 
+def start_zygote() -> None:
+    """Start the zygote now, so its imports overlap with the grading process's own."""
+    zygote()
+
+
+# -- one worker --------------------------------------------------------------------------------
 class Sandbox:
     """One worker process for one exercise of one submission."""
 
@@ -115,80 +176,67 @@ class Sandbox:
         exercise: str,
         *,
         limits: Limits = Limits(),
-        method: str | None = None,
         trusted: bool = False,
         package: str = "submission",
+        hide: tuple[str, ...] = (),
     ):
-        self.folder = Path(folder)
+        self.folder = Path(folder).resolve()
         self.exercise = exercise
         self.limits = limits
-        self.method = method or default_method()
         self.used = 0.0  # seconds spent waiting for the worker: the student's time
-        self.user = None if trusted or not limits.drop_privileges else unprivileged_user()
-        if self.method == "spawn" and self.user and not _readable_by_others(sys.executable):
-            self.user = None  # the interpreter itself is out of reach for `nobody`
+        self.closed = False
+        self.pid: int | None = None
+        self.mode = ""
+        self._status_text = b""
+        self._exit: int | None = None
+        self._sequence = 0
+        user = None if trusted or not limits.drop_privileges else unprivileged_user()
         self._uid_lock: int | None = None
-        if self.user is not None:
-            self.user, self._uid_lock = claim_sandbox_user(self.user)
+        if user is not None:
+            user, self._uid_lock = claim_sandbox_user(user)
+        self.user = user
         self.config = {"folder": str(self.folder), "exercise": exercise, "package": package}
         self._output = tempfile.TemporaryFile()
-        self._process: subprocess.Popen | None = None
-        self._reaped = False
         self._sock, child = socket.socketpair()
-        self.pid = self._start(child)
-        child.close()
-        self.closed = False
-
-    # -- starting -------------------------------------------------------------------------
-    def _start(self, child: socket.socket) -> int:
-        if self.method == "fork":
-            return self._fork(child)
-        return self._spawn(child)
-
-    def _fork(self, child: socket.socket) -> int:
-        preload()  # once, in the grading process: every forked worker then starts with them
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(Exception):
-                stream.flush()
-        pid = os.fork()
-        if pid:
-            return pid
-        code = 0
-        try:  # the child: never returns into the grader's stack
-            self._sock.close()
-            devnull = os.open(os.devnull, os.O_RDONLY)
-            os.dup2(devnull, 0)
-            os.dup2(self._output.fileno(), 1)
-            os.dup2(self._output.fileno(), 2)
-            sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
-            sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
-            _close_inherited(child.fileno())
-            faulthandler.enable(file=sys.stderr)  # a crash's traceback goes to the capture
-            restrict(self.limits, self.user, str(self.folder))
-            from . import worker
-
-            worker.serve(child, self.config)
-        except BaseException:
-            code = 70
+        self._status, status_child = socket.socketpair()
+        try:
+            zygote().spawn(
+                {"config": self.config, "confine": {
+                    "timeout": limits.timeout, "memory": limits.memory,
+                    "network": limits.network, "scratch": limits.scratch,
+                    "user": [user.pw_uid, user.pw_gid] if user is not None else None,
+                    "hide": [] if trusted else list(hide)}},
+                [child.fileno(), self._output.fileno(), status_child.fileno()],
+            )
         finally:
-            with contextlib.suppress(Exception):
-                sys.stdout.flush()
-                sys.stderr.flush()
-            os._exit(code)
+            child.close()
+            status_child.close()
+        words = self._status_line(timeout=60.0).split()
+        if len(words) != 3 or words[0] != "pid":
+            self.kill()
+            raise RuntimeError("the zygote's keeper did not report a worker")
+        self.pid, self.mode = int(words[1]), words[2]
 
-    def _spawn(self, child: socket.socket) -> int:
-        fd = child.fileno()
-        process = subprocess.Popen(
-            [sys.executable, "-I", "-c", _SPAWN, str(KIT_ROOT), str(fd), json.dumps(self.config)],
-            pass_fds=(fd,),
-            stdin=subprocess.DEVNULL,
-            stdout=self._output,
-            stderr=subprocess.STDOUT,
-            cwd=str(self.folder),
-            preexec_fn=lambda: restrict(self.limits, self.user, str(self.folder)),
-        )
-        self._process = process
-        return process.pid
+    # -- the keeper's status socket ---------------------------------------------------------
+    def _status_line(self, timeout: float) -> str:
+        end = time.monotonic() + timeout
+        while b"\n" not in self._status_text:
+            left = end - time.monotonic()
+            if left <= 0 or not select.select([self._status], [], [], left)[0]:
+                return ""
+            data = self._status.recv(256)
+            if not data:
+                return ""
+            self._status_text += data
+        line, self._status_text = self._status_text.split(b"\n", 1)
+        return line.decode()
+
+    def _wait_exit(self, timeout: float) -> int | None:
+        if self._exit is None:
+            words = self._status_line(timeout).split()
+            if len(words) == 2 and words[0] == "exit":
+                self._exit = int(words[1])
+        return self._exit
 
     # -- talking --------------------------------------------------------------------------
     def request(self, op: str, **kwargs: Any) -> Any:
@@ -196,10 +244,12 @@ class Sandbox:
             raise WorkerLost("the worker was already stopped")
         start = time.monotonic()
         remaining = self.limits.timeout - self.used
+        self._sequence += 1
         try:
             self._sock.settimeout(max(remaining, 1e-3))  # a stuck worker cannot block a send
-            protocol.send(self._sock, {"op": op, "kwargs": kwargs})
+            protocol.send(self._sock, {"op": op, "id": self._sequence, "kwargs": kwargs})
             reply = protocol.recv(self._sock, start + remaining)
+            extra = self._pending()
         except TimeoutError:
             self.used = self.limits.timeout
             self.kill()
@@ -209,24 +259,38 @@ class Sandbox:
             ) from None
         except (EOFError, OSError):
             raise WorkerLost(self._death_reason()) from None
-        except protocol.ProtocolError as error:
+        except (protocol.ProtocolError, ValueError, TypeError, OverflowError, RecursionError):
             self.kill()
-            raise WorkerLost(f"the worker sent a malformed reply ({error})") from None
+            raise WorkerLost(MALFORMED) from None
         finally:
             self.used += time.monotonic() - start
-        if not isinstance(reply, dict):
+        if extra or not isinstance(reply, dict) or reply.get("id") != self._sequence:
             self.kill()
-            raise WorkerLost("the worker sent a malformed reply")
+            raise WorkerLost(MALFORMED)
         if "fatal" in reply:
             self.kill()
             raise WorkerLost(str(reply["fatal"]))
-        if reply.get("ok"):
-            return reply.get("value")
+        if reply.get("ok") is True and set(reply) == {"ok", "value", "id"}:
+            return reply["value"]
         info = reply.get("error")
-        raise StudentError(info if isinstance(info, dict) else {"type": "Error", "message": ""})
+        if reply.get("ok") is False and isinstance(info, dict):
+            raise StudentError(info)
+        self.kill()
+        raise WorkerLost(MALFORMED)
+
+    def _pending(self) -> bool:
+        """Whether bytes follow the reply just read (a frame the worker was not asked for)."""
+        timeout = self._sock.gettimeout()
+        self._sock.setblocking(False)
+        try:
+            return bool(self._sock.recv(1, socket.MSG_PEEK))
+        except (BlockingIOError, InterruptedError):
+            return False
+        finally:
+            self._sock.settimeout(timeout)
 
     def _death_reason(self) -> str:
-        status = self._wait(timeout=5.0)
+        status = self._wait_exit(timeout=5.0)
         self.kill()
         if status is None:
             return "the worker stopped answering"
@@ -238,49 +302,33 @@ class Sandbox:
             if sig == signal.SIGKILL:
                 return "the worker was killed (out of memory?)"
             return f"the worker crashed with signal {name}"
-        return f"the code ended the worker process (exit code {os.WEXITSTATUS(status)})"
-
-    def _wait(self, timeout: float) -> int | None:
-        end = time.monotonic() + timeout
-        while True:
-            try:
-                pid, status = os.waitpid(self.pid, os.WNOHANG)
-            except ChildProcessError:
-                return None
-            if pid:
-                self._reaped = True
-                if self._process is not None:
-                    self._process.returncode = -1  # reaped here; keeps Popen from waiting
-                return status
-            if time.monotonic() > end:
-                return None
-            time.sleep(0.01)
+        if os.WIFEXITED(status):
+            return f"the code ended the worker process (exit code {os.WEXITSTATUS(status)})"
+        return "the worker ended"
 
     # -- stopping -------------------------------------------------------------------------
     def kill(self) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.pid, signal.SIGKILL)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(self.pid, signal.SIGKILL)
-        if not self._reaped:
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(self.pid, 0)
-            self._reaped = True
-            if self._process is not None:
-                self._process.returncode = -1
+        """End the worker and everything it started; wait until the keeper says so."""
+        if not self.closed:
+            with contextlib.suppress(OSError):
+                self._status.sendall(b"k")
+            self._wait_exit(timeout=30.0)
+            self.closed = True
+            self._sock.close()
+            self._status.close()
         if self._uid_lock is not None and self.user is not None:
-            # Processes that escaped the worker's session (setsid, double fork) go too.
-            kill_user_processes(self.user.pw_uid)
+            # With a PID namespace nothing of the worker is left; without one, sweep by uid.
+            if self.mode != "root":
+                kill_user_processes(self.user.pw_uid)
             os.close(self._uid_lock)
             self._uid_lock = None
-        self.closed = True
-        self._sock.close()
 
     def close(self) -> None:
         if not self.closed:
             with contextlib.suppress(Exception):
                 self._sock.settimeout(2.0)
-                protocol.send(self._sock, {"op": "exit", "kwargs": {}})
+                self._sequence += 1
+                protocol.send(self._sock, {"op": "exit", "id": self._sequence, "kwargs": {}})
                 protocol.recv(self._sock, time.monotonic() + 2.0)
         self.kill()
 

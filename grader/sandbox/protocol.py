@@ -91,7 +91,7 @@ def send(sock: socket.socket, obj: Any) -> None:
     sock.sendall(encode(obj))
 
 
-def _read_exact(sock: socket.socket, n: int, deadline: float | None) -> bytes:
+def read_exact(sock: socket.socket, n: int, deadline: float | None = None) -> bytes:
     chunks, remaining = [], n
     while remaining:
         if deadline is not None:
@@ -109,19 +109,19 @@ def _read_exact(sock: socket.socket, n: int, deadline: float | None) -> bytes:
 
 def recv(sock: socket.socket, deadline: float | None = None) -> Any:
     """Read one message; ``deadline`` is a ``time.monotonic()`` value or None to wait forever."""
-    header_len = _U64.unpack(_read_exact(sock, 8, deadline))[0]
-    count = _U64.unpack(_read_exact(sock, 8, deadline))[0]
+    header_len = _U64.unpack(read_exact(sock, 8, deadline))[0]
+    count = _U64.unpack(read_exact(sock, 8, deadline))[0]
     if header_len > MAX_MESSAGE_BYTES or count > 4096:
         raise ProtocolError("message too large")
     try:
-        tree = json.loads(_read_exact(sock, header_len, deadline))
+        tree = json.loads(read_exact(sock, header_len, deadline))
     except ValueError as error:
         raise ProtocolError(f"bad header: {error}") from None
     buffers, total = [], header_len
     for _ in range(count):
-        size = _U64.unpack(_read_exact(sock, 8, deadline))[0]
+        size = _U64.unpack(read_exact(sock, 8, deadline))[0]
         total += size
         if total > MAX_MESSAGE_BYTES:
             raise ProtocolError("message too large")
-        buffers.append(_read_exact(sock, size, deadline))
+        buffers.append(read_exact(sock, size, deadline))
     return _rebuild(tree, buffers)

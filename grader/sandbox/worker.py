@@ -8,14 +8,17 @@ sent; the grading process decides everything else.
 
 The worker knows nothing of the exercises. The ``load`` request brings all it needs as data:
 the functions the file must define, the source of the stand-ins for the *other* exercises a
-file may import (``from .softmax import softmax``), and the source of the exercise's
-operations. This module imports only the standard library, NumPy and ``protocol``.
+file may import (``from .softmax import softmax``), the source of the exercise's operations
+and its library-delegation rule, enforced here by ``Guard``. This module imports only the
+standard library, NumPy, torch (lazily) and ``protocol``: the zygote runs it from source.
 """
 
 from __future__ import annotations
 
+import builtins
+import contextlib
+import importlib
 import importlib.util
-import json
 import socket
 import sys
 import traceback
@@ -46,6 +49,104 @@ class BadReturn(Exception):
 
 class Fatal(BaseException):
     """Ends the worker: the exercise cannot be graded further."""
+
+
+class Forbidden(BaseException):
+    """The student's code used what its exercise's rule forbids (a BaseException, so that
+    ``except Exception`` in the student's code does not swallow it; the guard also records it,
+    so swallowing it with ``except BaseException`` gains nothing)."""
+
+
+def code_objects(code: Any) -> set[Any]:
+    """``code`` and every code object nested in it (functions, classes, comprehensions)."""
+    found = {code}
+    for const in code.co_consts:
+        if hasattr(const, "co_consts"):
+            found |= code_objects(const)
+    return found
+
+
+class Guard:
+    """The library-delegation rule at run time (the grading process checks the source too).
+
+    A use counts as the student's when the nearest frame on the stack that is either the
+    student's (a file in the submission) or the kit's (a stand-in or an operation, known by
+    its code objects, not its file name) is the student's: the kit's stand-ins may use torch
+    on a NumPy exercise's behalf, the student's code may not.
+    """
+
+    def __init__(self, rule: dict[str, Any] | None, folder: Path):
+        self.rule = rule or {}
+        self.folder = str(folder.resolve()) + "/"
+        self.kit_codes: set[Any] = set()
+        self.violation: str | None = None
+        self.mode: Any = None
+
+    def student_frame(self, frame: Any) -> Any:
+        while frame is not None:
+            if frame.f_code in self.kit_codes:
+                return None
+            if frame.f_code.co_filename.startswith(self.folder):
+                return frame
+            frame = frame.f_back
+        return None
+
+    def flag(self, what: str, frame: Any) -> None:
+        where = f"{Path(frame.f_code.co_filename).name} line {frame.f_lineno}"
+        if self.violation is None:
+            self.violation = (f"it uses {what} (at {where}), and "
+                              f"{self.rule.get('why', 'the exercise forbids it')}")
+        raise Forbidden(self.violation)
+
+    def install(self) -> None:
+        if not self.rule:
+            return
+        modules = tuple(self.rule.get("modules", ()))
+        original_import, original_import_module = builtins.__import__, importlib.import_module
+
+        def guarded_import(name, globals=None, locals=None, fromlist=(), level=0):
+            if level == 0 and name.split(".")[0] in modules and str(
+                    (globals or {}).get("__file__", "")).startswith(self.folder):
+                self.flag(f"import {name}", sys._getframe(1))
+            return original_import(name, globals, locals, fromlist, level)
+
+        def guarded_import_module(name, package=None):
+            frame = self.student_frame(sys._getframe(1))
+            if frame is not None and name.split(".")[0] in modules:
+                self.flag(f"import {name}", frame)
+            return original_import_module(name, package)
+
+        builtins.__import__ = guarded_import
+        importlib.import_module = guarded_import_module
+        self.imports = guarded_import
+        import torch.overrides
+
+        guard = self
+        calls = tuple(c.lower() for c in self.rule.get("calls", ()))
+        any_torch = "torch" in modules
+
+        class Mode(torch.overrides.TorchFunctionMode):
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                name = getattr(func, "__name__", str(func))
+                if any_torch or any(c in name.lower() for c in calls):
+                    frame = guard.student_frame(sys._getframe(1))
+                    if frame is not None:
+                        guard.flag(f"torch's {name}", frame)
+                return func(*args, **(kwargs or {}))
+
+        self.mode = Mode()
+
+    @contextlib.contextmanager
+    def watching(self):
+        """While the student's code runs: torch calls pass by the guard."""
+        if self.mode is None:
+            yield
+            return
+        with self.mode:
+            yield
+            if builtins.__import__ is not self.imports:
+                self.violation = self.violation or (
+                    "it replaced the grader's import hook (builtins.__import__)")
 
 
 def seed_cpu(seed: int) -> None:
@@ -114,15 +215,18 @@ def sibling(name: str) -> types.ModuleType:
     raise RuntimeError(f"sibling({name!r}) is only available inside a worker")
 
 
-def stand_in(name: str, package: str, source: str, exports: list[str]) -> types.ModuleType:
-    """A module that exposes only ``exports``, defined by running ``source`` after PRELUDE."""
+def stand_in(name: str, package: str, source: str,
+             exports: list[str]) -> tuple[types.ModuleType, set[Any]]:
+    """A module that exposes only ``exports``, defined by running ``source`` after PRELUDE,
+    and the code objects that ran it."""
     namespace: dict[str, Any] = {"__name__": f"{package}.{name}"}
-    exec(compile(PRELUDE + source, f"<stand-in for {name}>", "exec"), namespace)
+    code = compile(PRELUDE + source, f"<stand-in for {name}>", "exec")
+    exec(code, namespace)
     module = types.ModuleType(f"{package}.{name}")
     module.__package__ = package
     for export in exports:
         setattr(module, export, namespace[export])
-    return module
+    return module, code_objects(code)
 
 
 class Session:
@@ -134,33 +238,43 @@ class Session:
         self.functions: tuple[str, ...] = ()
         self.siblings: dict[str, types.ModuleType] = {}
         self.ops: dict[str, Any] = {}
+        self.guard = Guard(None, self.folder)
 
     # -- requests ---------------------------------------------------------------------------
     def load(self, functions: list[str], stand_ins: dict[str, dict[str, Any]],
-             ops: dict[str, str]) -> dict[str, Any]:
+             ops: dict[str, str], rule: dict[str, Any] | None = None) -> dict[str, Any]:
         self.functions = tuple(functions)
-        self.siblings = {
-            name: stand_in(name, self.package, spec["source"], spec["exports"])
-            for name, spec in stand_ins.items() if name != self.exercise
-        }
+        self.guard = Guard(rule, self.folder)
+        self.siblings = {}
+        for name, spec in stand_ins.items():
+            if name != self.exercise:
+                self.siblings[name], codes = stand_in(
+                    name, self.package, spec["source"], spec["exports"])
+                self.guard.kit_codes |= codes
         helpers = {"plain": plain, "BadReturn": BadReturn, "seed_cpu": seed_cpu,
                    "linears": linears, "load_state": load_state, "sibling": self.siblings.get}
         for op, source in ops.items():
             namespace = dict(helpers)
-            exec(compile(PRELUDE + source, f"<operation {op}>", "exec"), namespace)
+            code = compile(PRELUDE + source, f"<operation {op}>", "exec")
+            self.guard.kit_codes |= code_objects(code)
+            exec(code, namespace)
             self.ops[op] = namespace[op]
-        self.module = load_exercise(self.folder, self.exercise, self.package, self.siblings)
+        self.guard.install()
+        with self.guard.watching():
+            self.module = load_exercise(self.folder, self.exercise, self.package, self.siblings)
         return {"missing": [f for f in self.functions if not hasattr(self.module, f)]}
 
     def call(self, func: str, args: list, kwargs: dict) -> Any:
         if func not in self.functions:
             raise Fatal(f"no such function {func!r}")
-        return plain(getattr(self.module, func)(*args, **kwargs), f"what {func} returned")
+        with self.guard.watching():
+            return plain(getattr(self.module, func)(*args, **kwargs), f"what {func} returned")
 
     def operation(self, name: str, kwargs: dict[str, Any]) -> Any:
         if name not in self.ops:
             raise Fatal(f"unknown request {name!r}")
-        return self.ops[name](self.module, **kwargs)
+        with self.guard.watching():
+            return self.ops[name](self.module, **kwargs)
 
 
 def load_exercise(folder: Path, exercise: str, package: str,
@@ -209,7 +323,8 @@ def _describe(error: BaseException, folder: Path) -> dict[str, Any]:
 
 
 def serve(sock: socket.socket, config: dict[str, Any]) -> None:
-    """Answer requests until told to exit or the grading process goes away."""
+    """Answer requests until told to exit or the grading process goes away. Every reply echoes
+    its request's ``id``."""
     # A forked worker inherits the grading process's warning filters (pytest turns warnings
     # into errors). Clear them: a student's warning is printed to the worker's output, never
     # raised, whoever started the grading.
@@ -220,10 +335,16 @@ def serve(sock: socket.socket, config: dict[str, Any]) -> None:
             request = protocol.recv(sock)
         except (EOFError, OSError, protocol.ProtocolError):
             return
-        op = request.get("op")
+        if not isinstance(request, dict):
+            return
+        op, number = request.get("op"), request.get("id")
         kwargs = request.get("kwargs") or {}
+
+        def reply(message: dict[str, Any], number: Any = number) -> None:
+            protocol.send(sock, {**message, "id": number})
+
         if op == "exit":
-            protocol.send(sock, {"ok": True, "value": None})
+            reply({"ok": True, "value": None})
             return
         try:
             if op == "load":
@@ -232,37 +353,29 @@ def serve(sock: socket.socket, config: dict[str, Any]) -> None:
                 value = session.call(**kwargs)
             else:
                 value = session.operation(str(op), kwargs)
-            reply: dict[str, Any] = {"ok": True, "value": value}
+            message: dict[str, Any] = {"ok": True, "value": value}
         except Fatal as error:
-            protocol.send(sock, {"fatal": str(error)})
+            reply({"fatal": str(error)})
             return
+        except Forbidden:
+            message = {}  # recorded by the guard: said below, whatever the code did with it
         except SystemExit as error:
-            protocol.send(sock, {"fatal": f"the code called sys.exit({error.code!r})"})
+            reply({"fatal": f"the code called sys.exit({error.code!r})"})
             return
         except KeyboardInterrupt:
-            protocol.send(sock, {"fatal": "the code raised KeyboardInterrupt"})
+            reply({"fatal": "the code raised KeyboardInterrupt"})
             return
         except MemoryError:
-            protocol.send(sock, {"fatal": "the code ran out of memory (MemoryError)"})
+            reply({"fatal": "the code ran out of memory (MemoryError)"})
             return
         except BaseException as error:  # the student's exception, reported as data
-            reply = {"ok": False, "error": _describe(error, session.folder)}
+            message = {"ok": False, "error": _describe(error, session.folder)}
+        if session.guard.violation is not None:
+            reply({"fatal": session.guard.violation})
+            return
         try:
-            protocol.send(sock, reply)
+            reply(message)
         except protocol.ProtocolError as error:
-            protocol.send(sock, {"ok": False, "error": {
+            reply({"ok": False, "error": {
                 "type": "BadReturn", "message": str(error), "value_error": False,
                 "not_implemented": False, "bad_return": True, "where": []}})
-
-
-def main(argv: list[str]) -> None:
-    fd, config = int(argv[0]), json.loads(argv[1])
-    sock = socket.socket(fileno=fd)
-    try:
-        serve(sock, config)
-    finally:
-        sys.stdout.flush()
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])

@@ -1,9 +1,10 @@
 # zoo: decode
-"""Zoo (correct): one position per list entry; F.scaled_dot_product_attention with a bottom-right
-mask built from absolute positions."""
+"""Zoo (correct): one position per list entry; the scores masked by absolute positions (a key
+is visible when its position is at most the query's), softmax through torch.softmax."""
+
+import math
 
 import torch
-import torch.nn.functional as F
 
 
 class KVCache:
@@ -38,5 +39,7 @@ def decode_step(mha, x_new, cache):
                         mha.wv(x_new).view(b, t, h, c // h).transpose(1, 2))
     query_pos = torch.arange(start, start + t, device=x_new.device)[:, None]
     key_pos = torch.arange(start + t, device=x_new.device)[None, :]
-    y = F.scaled_dot_product_attention(q, k, v, attn_mask=key_pos <= query_pos)
+    scores = (q @ k.transpose(-2, -1)) / math.sqrt(c // h)
+    scores = scores.masked_fill(key_pos > query_pos, float("-inf"))
+    y = torch.softmax(scores, dim=-1) @ v
     return mha.wo(y.transpose(1, 2).reshape(b, t, c))

@@ -1,0 +1,226 @@
+"""The zygote: a clean process that forks every worker.
+
+A worker must not be a fork of a process that holds the kit (its references are answers), so
+the grading process never forks workers itself. It starts this zygote once, as a fresh
+interpreter in isolated mode (``python -I``) that is sent the sources of the four sandbox
+modules (protocol, confine, worker and this one) and imports NumPy, torch and the modules in
+``PRELOAD``: nothing else of the kit, and the kit is not on its import path. Each grading
+process then connects to the zygote's socket and asks for workers.
+
+For each worker the zygote forks a *keeper*, which enters new namespaces (``confine``) and forks
+the *worker*, the first process of a new PID namespace. The keeper tells the grading process
+the worker's pid, then its wait status when it ends; when the grading process asks (``k``) or
+goes away, the keeper kills the worker, and with it every process of the namespace.
+
+Request (on the zygote's socket): a ``protocol`` message ``{"config", "confine"}`` with three
+descriptors: the worker's end of its request socket, the file that captures its output, and
+the keeper's end of the status socket. Status lines: ``pid N``, then ``exit STATUS``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import faulthandler
+import json
+import os
+import select
+import signal
+import socket
+import sys
+from typing import Any
+
+from . import confine, protocol, worker
+
+# Runs in a fresh `python -I -c BOOT SOCKET_PATH`: reads the sources of the sandbox modules as one
+# JSON object from stdin, loads them as the package `_sandbox` and calls `zygote.main`. Stdin
+# stays open: when the grading process that started the zygote goes away, the zygote ends.
+BOOT = r"""
+import json, sys, types
+line = sys.stdin.buffer.readline()
+sources = json.loads(line)
+package = types.ModuleType("_sandbox")
+package.__path__ = []
+sys.modules["_sandbox"] = package
+for name in ("protocol", "confine", "worker", "zygote"):
+    module = types.ModuleType("_sandbox." + name)
+    module.__package__ = "_sandbox"
+    sys.modules[module.__name__] = module
+    setattr(package, name, module)
+    exec(compile(sources[name], "<sandbox " + name + ">", "exec"), module.__dict__)
+sys.modules["_sandbox.zygote"].main(sys.argv[1])
+"""
+
+
+def forget_the_kit() -> None:
+    """Take every import route to the kit out of this interpreter (an editable install puts a
+    finder for the kit's package on ``sys.meta_path``)."""
+    sys.meta_path[:] = [f for f in sys.meta_path
+                        if "editable" not in getattr(f, "__module__", "").lower()
+                        and "editable" not in type(f).__name__.lower()
+                        and "editable" not in getattr(f, "__name__", "").lower()]
+    sys.path_hooks[:] = [h for h in sys.path_hooks
+                         if "editable" not in getattr(h, "__qualname__", "").lower()]
+    for name in [n for n in sys.modules if "editable" in n.lower()]:
+        del sys.modules[name]
+    sys.path_importer_cache.clear()
+
+
+def preload() -> None:
+    for name in confine.PRELOAD:
+        with contextlib.suppress(Exception):
+            __import__(name)
+    import torch
+
+    torch.set_num_threads(1)  # small tensors gain nothing from threads
+    with contextlib.suppress(RuntimeError):
+        torch.set_num_interop_threads(1)
+
+
+def main(path: str) -> None:
+    forget_the_kit()
+    preload()
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # keepers are reaped by the kernel
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(64)
+    sys.stdout.write("ready\n")
+    sys.stdout.flush()
+    clients: list[socket.socket] = []
+    while True:
+        readable, _, _ = select.select([sys.stdin, listener, *clients], [], [])
+        if sys.stdin in readable and not sys.stdin.buffer.read1(1):
+            with contextlib.suppress(OSError):  # the grading process that started us is gone
+                os.unlink(path)
+                os.rmdir(os.path.dirname(path))
+            os._exit(0)
+        if listener in readable:
+            client, _ = listener.accept()
+            clients.append(client)
+        for client in [c for c in clients if c in readable]:
+            try:
+                request, fds = receive(client)
+            except (EOFError, OSError, protocol.ProtocolError, ValueError):
+                clients.remove(client)
+                client.close()
+                continue
+            try:
+                spawn(request, fds, [listener, *clients])
+                protocol.send(client, {"ok": True})
+            except Exception as error:  # a broken request: the grading process says why
+                protocol.send(client, {"ok": False, "error": repr(error)})
+            finally:
+                for fd in fds:
+                    os.close(fd)
+
+
+def receive(client: socket.socket) -> tuple[dict[str, Any], list[int]]:
+    size = int.from_bytes(protocol.read_exact(client, 8), "little")
+    data, fds, _, _ = socket.recv_fds(client, size, 3)
+    while len(data) < size:
+        more = client.recv(size - len(data))
+        if not more:
+            raise EOFError
+        data += more
+    if len(fds) != 3:
+        for fd in fds:
+            os.close(fd)
+        raise ValueError("a spawn request carries three descriptors")
+    return json.loads(data), fds
+
+
+def request_bytes(request: dict[str, Any]) -> bytes:
+    data = json.dumps(request).encode()
+    return len(data).to_bytes(8, "little") + data
+
+
+def spawn(request: dict[str, Any], fds: list[int], listening: list[socket.socket]) -> None:
+    if os.fork():
+        return
+    code = 0
+    try:
+        for sock in listening:
+            sock.close()
+        keeper(request["config"], request["confine"], *fds)
+    except BaseException:
+        code = 70
+    finally:
+        os._exit(code)
+
+
+def keeper(config: dict[str, Any], options: dict[str, Any], work_fd: int, output_fd: int,
+           status_fd: int) -> None:
+    """The worker's parent: namespaces in, the worker's pid and wait status out."""
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    os.setsid()
+    confine.close_inherited((work_fd, output_fd, status_fd))
+    status = socket.socket(fileno=status_fd)
+    mode = confine.enter_namespaces(bool(options["network"]))
+    pid = os.fork()
+    if pid == 0:
+        status.close()
+        run_worker(config, options, mode, work_fd, output_fd)
+    os.close(work_fd)
+    os.close(output_fd)
+    status.sendall(f"pid {pid} {mode or 'plain'}\n".encode())
+    try:
+        handle = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        handle = None
+    while True:
+        ready, _, _ = select.select([status, *([handle] if handle is not None else [])], [], [],
+                                    None if handle is not None else 0.05)
+        done, result = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if status in ready:
+            with contextlib.suppress(OSError):
+                if status.recv(64):
+                    pass  # "k": the grading process wants the worker gone
+            # asked, or the grading process is gone: end the worker and its namespace
+            kill(pid, mode)
+            _, result = os.waitpid(pid, 0)
+            break
+    with contextlib.suppress(OSError):
+        status.sendall(f"exit {result}\n".encode())
+
+
+def kill(pid: int, mode: str) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)  # without a PID namespace, its session at least
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, signal.SIGKILL)  # PID 1 of a namespace: the kernel kills all of it
+
+
+def run_worker(config: dict[str, Any], options: dict[str, Any], mode: str, work_fd: int,
+               output_fd: int) -> None:
+    """The worker: its view of the files, its limits, then the request loop (never returns)."""
+    code = 0
+    try:
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.dup2(output_fd, 1)
+        os.dup2(output_fd, 2)
+        os.close(output_fd)
+        os.close(devnull)
+        sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
+        sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
+        faulthandler.enable(file=sys.stderr)  # a crash's traceback goes to the capture
+        user = options.get("user")
+        if mode:
+            confine.private_view(config["folder"], options["hide"], options["scratch"],
+                                 user is not None)
+        as_root = os.geteuid() == 0 and mode != "user"
+        confine.restrict(confine.Limits(timeout=options["timeout"], memory=options["memory"]),
+                         tuple(user) if user and as_root else None, config["folder"])
+        worker.serve(socket.socket(fileno=work_fd), config)
+    except BaseException:
+        code = 70
+        with contextlib.suppress(Exception):  # the kit's own failure: for the instructor
+            import traceback
+
+            traceback.print_exc()
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
