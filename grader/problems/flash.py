@@ -1,0 +1,297 @@
+"""Bonus exercise `flash`: attention computed block by block of keys with an online softmax,
+as in FlashAttention, in NumPy.
+
+Compared with F.scaled_dot_product_attention (mask inverted) at the input dtype's tolerance
+(float64: rtol 1e-7, atol 1e-9; float32: rtol 1e-4, atol 1e-5), for every block size from 1
+to past the number of keys. The memory check runs in the worker: it traces with tracemalloc
+what one call at T = 1024 allocates (NumPy reports its arrays to tracemalloc).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from ..core.assertions import CheckFailed, assert_close, assert_shape, expect_value_error
+from ..core.diagnose import grid, mistaken
+from ..core.exercise import Exercise, positive_int
+from ..core.strategies import FLOAT_DTYPES, Seeded, allowed_somewhere, floats_array
+from ..sandbox.worker import BadReturn, plain
+
+EX = Exercise("flash", functions=("flash_attention",), framework="numpy", track="bonus",
+              points=10, order=12,
+              title="`flash_attention(q, k, v, mask=None, block_size=64)`")
+
+# The memory check: T queries and keys of width D, blocks of BLOCK keys. One (T, T) float64
+# score matrix is 8 MiB; the limit is half of it. A block's scores are (T, BLOCK), 256 KiB:
+# the limit leaves room for several of them and for a copy or two of the (T, T) bool mask,
+# while any version that builds the score matrix, or any other (T, T) float64 array, fails.
+MEMORY_T, MEMORY_D, MEMORY_BLOCK = 1024, 16, 32
+FULL_SCORES = MEMORY_T * MEMORY_T * 8
+MEMORY_LIMIT = FULL_SCORES // 2
+MIB = 1 << 20
+
+
+# -- reference ----------------------------------------------------------------------------------
+@EX.reference
+def flash_attention(q, k, v, mask=None, block_size=64):
+    """F.scaled_dot_product_attention (its bool mask means *allowed*) with the exercise's
+    checks; NumPy in, NumPy out. It never blocks: blocking changes only the rounding."""
+    positive_int(block_size, "block_size", 1)
+    tq, tk, tv = (torch.as_tensor(np.asarray(a)) for a in (q, k, v))
+    dtype = torch.promote_types(torch.promote_types(tq.dtype, tk.dtype),
+                                torch.promote_types(tv.dtype, torch.float32))
+    if tq.shape[-1] != tk.shape[-1]:
+        raise ValueError(f"q width {tq.shape[-1]} differs from k width {tk.shape[-1]}")
+    if tk.shape[-2] != tv.shape[-2]:
+        raise ValueError(f"k has {tk.shape[-2]} positions but v has {tv.shape[-2]}")
+    blocked = torch.zeros(1, 1, dtype=torch.bool) if mask is None else torch.as_tensor(
+        np.asarray(mask))
+    if blocked.dtype != torch.bool:
+        raise ValueError(f"mask must be boolean (True = blocked), got {blocked.dtype}")
+    batch = torch.broadcast_shapes(tq.shape[:-2], tk.shape[:-2], tv.shape[:-2],
+                                   blocked.shape[:-2])
+    allowed = ~blocked.broadcast_to((*batch, tq.shape[-2], tk.shape[-2]))
+    if tk.shape[-2] == 0 or not allowed.any(dim=-1).all():
+        raise ValueError("a query has no allowed key: its whole mask row is True")
+    tq, tk, tv = (t.to(dtype).broadcast_to((*batch, *t.shape[-2:])) for t in (tq, tk, tv))
+    return F.scaled_dot_product_attention(tq, tk, tv, attn_mask=allowed).numpy()
+
+
+# -- worker operations ----------------------------------------------------------------------------
+@EX.operation
+def flash_peak(module, q, k, v, causal, block_size):
+    """One call of the student's ``flash_attention`` under tracemalloc: ``{"peak", "output"}``,
+    the peak in bytes of what the call allocated. q, k, v and the causal mask exist before
+    tracing starts, so they do not count."""
+    import tracemalloc
+
+    mask = np.triu(np.ones((q.shape[-2], k.shape[-2]), dtype=bool), k=1) if causal else None
+    tracemalloc.start()
+    tracemalloc.reset_peak()
+    before = tracemalloc.get_traced_memory()[0]
+    try:
+        out = module.flash_attention(q, k, v, mask=mask, block_size=block_size)
+        if not tracemalloc.is_tracing():
+            raise BadReturn("flash_attention stopped tracemalloc: its memory cannot be measured")
+        peak = tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+    return {"peak": int(peak), "output": plain(out, "what flash_attention returned")}
+
+
+# -- strategies ---------------------------------------------------------------------------------
+class Flash(NamedTuple):
+    q: np.ndarray
+    k: np.ndarray
+    v: np.ndarray
+    mask: np.ndarray | None
+    block_size: int
+
+
+@st.composite
+def flash_case(draw, dtypes=FLOAT_DTYPES, blocked_key=False, blocked_first_block=False,
+               max_tk=10) -> Flash:
+    """q (..., Tq, d_k), k (..., Tk, d_k), v (..., Tk, d_v) with up to two batch axes, maybe a
+    mask that leaves every query a key ((..., Tq, Tk) or (Tq, Tk)), a block size 1..Tk + 2.
+
+    ``blocked_key``: the mask blocks one key (drawn) for every query. ``blocked_first_block``:
+    at least two blocks, and the mask blocks the whole first block for some queries (query 0
+    among them), so that their running max is still -inf after it.
+    """
+    dtype = draw(st.sampled_from(dtypes))
+    batch = draw(hnp.array_shapes(min_dims=0, max_dims=2, min_side=1, max_side=2))
+    tq, d_k, d_v = draw(st.integers(1, 4)), draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    if blocked_first_block:
+        block_size = draw(st.integers(1, 3))
+        tk = block_size * draw(st.integers(2, 3)) + draw(st.integers(0, block_size - 1))
+    else:
+        tk = draw(st.integers(2 if blocked_key else 1, max_tk))
+        block_size = draw(st.integers(1, tk + 2))
+    q = draw(floats_array(dtype, (*batch, tq, d_k), -3, 3))
+    k = draw(floats_array(dtype, (*batch, tk, d_k), -3, 3))
+    v = draw(floats_array(dtype, (*batch, tk, d_v), -3, 3))
+    mask_batch = batch if draw(st.booleans()) else ()
+    mask = None
+    if blocked_key:
+        key = draw(st.integers(0, tk - 1))
+        rest = allowed_somewhere(draw, (*mask_batch, tq, tk - 1))
+        mask = np.insert(rest, key, True, axis=-1)
+    elif blocked_first_block:
+        rest = allowed_somewhere(draw, (*mask_batch, tq, tk - block_size))
+        first = allowed_somewhere(draw, (*mask_batch, tq, block_size))
+        rows = np.array([True] + [draw(st.booleans()) for _ in range(tq - 1)])
+        first[..., rows, :] = True
+        mask = np.concatenate([first, rest], axis=-1)
+    elif draw(st.booleans()):
+        mask = allowed_somewhere(draw, (*mask_batch, tq, tk))
+    return Flash(q, k, v, mask, block_size)
+
+
+# -- checks -------------------------------------------------------------------------------------
+def torch_sdpa(case: Flash) -> np.ndarray:
+    """The output by F.scaled_dot_product_attention in float64 (its bool mask means allowed)."""
+    q, k, v = (torch.from_numpy(a.astype(np.float64)) for a in case[:3])
+    allowed = None if case.mask is None else ~torch.from_numpy(case.mask)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=allowed).numpy()
+
+
+def student_flash(ctx, case: Flash, block_size: int | None = None,
+                  why_nan: str = "") -> np.ndarray:
+    """The student's output, of the right shape and finite (every query has an allowed key)."""
+    out = ctx.student.flash_attention(case.q, case.k, case.v, mask=case.mask,
+                                      block_size=case.block_size if block_size is None
+                                      else block_size)
+    batch = np.broadcast_shapes(case.q.shape[:-2], case.k.shape[:-2],
+                                () if case.mask is None else case.mask.shape[:-2])
+    out = assert_shape(out, (*batch, case.q.shape[-2], case.v.shape[-1]), "the output")
+    if out.dtype.kind == "f" and not np.isfinite(out).all():
+        index = tuple(int(i) for i in np.argwhere(~np.isfinite(out))[0])
+        raise CheckFailed(f"the output has {out[index]} at index {index}{why_nan}", got=out)
+    return out
+
+
+@EX.check(points=2, prop="The output matches F.scaled_dot_product_attention (mask inverted) "
+          "for every block size from 1 to past the number of keys.")
+@given(case=flash_case())
+def test_matches_torch_sdpa_for_every_block_size(ctx, case):
+    assert_close(student_flash(ctx, case), torch_sdpa(case), dtype=case.q.dtype,
+                 what="the output")
+
+
+@EX.check(points=1, prop="Two block sizes give the same output on the same input.")
+@given(case=flash_case(), other_block_size=st.integers(1, 12))
+def test_output_does_not_depend_on_block_size(ctx, case, other_block_size):
+    first = student_flash(ctx, case)
+    other = student_flash(ctx, case, block_size=other_block_size)
+    assert_close(other, first, dtype=case.q.dtype,
+                 what=f"the output with block_size {other_block_size} (against block_size "
+                      f"{case.block_size})")
+
+
+@EX.check(points=2, prop=f"At T = {MEMORY_T} (block_size {MEMORY_BLOCK}, no mask and a causal "
+          f"mask) the output is right and the peak memory the call allocates stays under half "
+          f"of one (T, T) float64 array ({MEMORY_LIMIT // MIB} MiB): no score matrix is built.")
+def test_peak_memory_far_below_one_score_matrix(ctx):
+    values = Seeded(MEMORY_T)
+    q, k, v = (values.array(np.float64, (MEMORY_T, MEMORY_D)) for _ in range(3))
+    for causal in (False, True):
+        mask = np.triu(np.ones((MEMORY_T, MEMORY_T), dtype=bool), k=1) if causal else None
+        ctx.show(T=MEMORY_T, d=MEMORY_D, mask="causal" if causal else None,
+                 block_size=MEMORY_BLOCK)
+        run = ctx.student.flash_peak(q, k, v, causal, MEMORY_BLOCK)
+        expected = torch_sdpa(Flash(q, k, v, mask, MEMORY_BLOCK))
+        assert_close(run["output"], expected, what="the output")
+        if run["peak"] >= MEMORY_LIMIT:
+            raise CheckFailed(
+                f"the call allocated up to {run['peak'] / MIB:.2f} MiB at T = {MEMORY_T} "
+                f"({'causal mask' if causal else 'no mask'}); one (T, T) float64 score matrix "
+                f"is {FULL_SCORES // MIB} MiB, the limit {MEMORY_LIMIT // MIB} MiB: keep only "
+                f"one block's scores, (Tq, block_size), at a time")
+
+
+@EX.check(points=1, prop="A key blocked for every query has no influence: changing its key and "
+          "value changes nothing.")
+@given(case=flash_case(dtypes=(np.float64,), blocked_key=True))
+def test_blocked_key_has_no_influence(ctx, case):
+    key = int(np.flatnonzero(case.mask.reshape(-1, case.mask.shape[-1]).all(axis=0))[0])
+    k, v = case.k.copy(), case.v.copy()
+    k[..., key, :] = 4.0
+    v[..., key, :] = 100.0
+    before = student_flash(ctx, case)
+    after = student_flash(ctx, case._replace(k=k, v=v))
+    assert_close(after, before, what=f"the output once the blocked key {key} is changed")
+
+
+@EX.check(points=1, prop="A first block whose keys are all blocked for a query adds nothing to "
+          "it: no NaN, and the output matches F.scaled_dot_product_attention.")
+@given(case=flash_case(blocked_first_block=True))
+def test_fully_blocked_first_block_gives_no_nan(ctx, case):
+    out = student_flash(ctx, case, why_nan=": while every key seen so far is blocked the "
+                        "running max is -inf, and exp(-inf - (-inf)) is NaN")
+    assert_close(out, torch_sdpa(case), dtype=case.q.dtype, what="the output")
+
+
+@EX.check(points=1, prop="block_size 0, negative or not an integer raises ValueError.")
+def test_rejects_bad_block_size(ctx):
+    q = k = v = np.ones((3, 2))
+    for block_size in (0, -2, 2.5):
+        ctx.show(q=q, k=k, v=v, block_size=block_size)
+        expect_value_error(
+            lambda b=block_size: ctx.student.flash_attention(q, k, v, block_size=b),
+            f"block_size = {block_size!r}")
+
+
+@EX.check(points=1, prop="Mismatched q/k widths or k/v lengths, a mask that is not boolean and "
+          "a query with no allowed key raise ValueError.")
+def test_rejects_bad_shapes_masks_and_queries_with_no_key(ctx):
+    square = np.zeros((2, 2))
+    bad = {
+        "q width 3 but k width 2": (np.ones((2, 3)), np.ones((4, 2)), np.ones((4, 2)), None),
+        "k with 4 positions but v with 3": (np.ones((2, 2)), np.ones((4, 2)), np.ones((3, 2)),
+                                            None),
+        "a mask of dtype int64": (square, square, square, np.array([[0, 1], [0, 0]])),
+        "mask [[False, True], [True, True]] (query 1 sees nothing)":
+            (square, square, square, np.array([[False, True], [True, True]])),
+    }
+    for what, (q, k, v, mask) in bad.items():
+        ctx.show(q=q, k=k, v=v, mask=mask, block_size=1)
+        expect_value_error(
+            lambda q=q, k=k, v=v, m=mask: ctx.student.flash_attention(q, k, v, m, block_size=1),
+            what)
+
+
+### BEGIN HIDDEN CHECKS
+@EX.check(points=1, hidden=True, prop="flash_attention agrees with the answer key.")
+@given(case=flash_case())
+def test_flash_matches_answer_key(ctx, case):
+    assert_close(ctx.student.flash_attention(*case), ctx.key.flash_attention(*case),
+                 dtype=case.q.dtype, what="the output")
+### END HIDDEN CHECKS
+
+
+# -- misconceptions -----------------------------------------------------------------------------
+EX.misconception(
+    "online-softmax-no-rescale",
+    mistake="updates the running max but never rescales the running sum and output by "
+            "exp(m_old - m_new), so the terms summed before the max grew stay too large",
+    hint="when a block raises a query's running max from m_old to m_new, what you summed so "
+         "far was shifted by m_old: multiply the running sum and the running output by "
+         "exp(m_old - m_new) before adding the block's exp(score - m_new) terms.",
+)
+
+
+def without_rescale(q, k, v, block_size, rescale_sum=False, rescale_out=False) -> np.ndarray:
+    """Online softmax whose running sum and/or output are not rescaled when the max grows."""
+    scores = q @ k.T / np.sqrt(q.shape[-1])
+    row_max = np.full((q.shape[0], 1), -np.inf)
+    row_sum, acc = np.zeros((q.shape[0], 1)), np.zeros((q.shape[0], v.shape[1]))
+    for start in range(0, k.shape[0], block_size):
+        s = scores[:, start:start + block_size]
+        new_max = np.maximum(row_max, s.max(axis=-1, keepdims=True))
+        rescale = np.exp(row_max - new_max)
+        p = np.exp(s - new_max)
+        row_sum = row_sum * (rescale if rescale_sum else 1.0) + p.sum(axis=-1, keepdims=True)
+        acc = acc * (rescale if rescale_out else 1.0) + p @ v[start:start + block_size]
+        row_max = new_max
+    return acc / row_sum
+
+
+# Scores grow with the key's index for every query, so the max grows at every block of 2.
+PROBE_Q = 1.0 + 0.4 * grid(3, 2)
+PROBE_K = np.arange(6.0)[:, None] * np.array([0.8, 0.6]) + 0.3 * grid(6, 2)
+PROBE_V = 2.0 * grid(6, 2)
+
+
+@EX.probe("online-softmax-no-rescale")
+def probe_no_rescale(student) -> bool:
+    got = student.flash_attention(PROBE_Q, PROBE_K, PROBE_V, block_size=2)
+    correct = flash_attention(PROBE_Q, PROBE_K, PROBE_V)
+    return any(mistaken(got, correct, without_rescale(PROBE_Q, PROBE_K, PROBE_V, 2, *flags))
+               for flags in ((False, False), (True, False), (False, True)))
