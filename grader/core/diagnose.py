@@ -18,6 +18,7 @@ from functools import cache
 from typing import Any
 
 import numpy as np
+import torch
 
 from ..sandbox.isolation import StudentError, WorkerLost
 from .exercise import Exercise, Misconception
@@ -90,25 +91,31 @@ def grid(*shape: int) -> np.ndarray:
     return np.cos(1.0 + 0.7 * np.arange(int(np.prod(shape)))).reshape(shape)
 
 
+# The mistaken versions of the NumPy exercises are written with torch: the handout ships them,
+# and copied into a NumPy exercise they break its rule instead of being an answer.
 def softmax_unchecked(x: np.ndarray, axis: Any = -1) -> np.ndarray:
-    """Max-shifted softmax without any checks: an all -inf slice comes out NaN."""
-    with np.errstate(all="ignore"):
-        e = np.exp(x - np.max(x, axis=axis, keepdims=True))
-        return e / np.sum(e, axis=axis, keepdims=True)
+    """torch's softmax with no input checks: an all -inf slice comes out NaN. ``axis=None``
+    normalises over the whole array (a mistake some make)."""
+    t = torch.from_numpy(np.asarray(x, dtype=np.float64))
+    if axis is None:
+        return torch.softmax(t.flatten(), 0).reshape(t.shape).numpy()
+    return torch.softmax(t, dim=axis).numpy()
 
 
-def attention_with(q, k, v, mask=None, *, when="before", polarity=True, fill=-np.inf):
-    """Attention with one mistake switched on: mask after softmax, inverted mask, fill value."""
-    scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
-    blocked = None if mask is None else (mask if polarity else ~mask)
-    if blocked is not None and when == "before":
-        scores = np.where(blocked, fill, scores)
-    weights = softmax_unchecked(scores)
-    if blocked is not None and when == "after":
-        weights = np.where(blocked, 0.0, weights)
-    with np.errstate(all="ignore"):
-        output = weights @ v
-    return output, weights
+def attention_with(q, k, v, mask, *, when="before", polarity=True, fill=-np.inf):
+    """Masked attention with one mistake switched on: the mask applied after the softmax, its
+    polarity inverted, or a finite fill value (which leaves a fully blocked row uniform)."""
+    if when == "before" and polarity and fill == -np.inf:
+        raise ValueError("a mistaken version needs a mistake")
+    tq, tk, tv = (torch.from_numpy(np.asarray(a, dtype=np.float64)) for a in (q, k, v))
+    scores = tq @ tk.transpose(-1, -2) / tq.shape[-1] ** 0.5
+    blocked = torch.from_numpy(mask if polarity else ~mask)
+    if when == "before":
+        scores = scores.masked_fill(blocked, fill)
+    weights = torch.softmax(scores, dim=-1)
+    if when == "after":
+        weights = weights.masked_fill(blocked, 0.0)
+    return (weights @ tv).numpy(), weights.numpy()
 
 
 MASK3 = np.array([[False, True, False], [False, False, True], [True, False, False]])

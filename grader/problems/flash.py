@@ -59,7 +59,7 @@ def flash_attention(q, k, v, mask=None, block_size=64):
                                    blocked.shape[:-2])
     allowed = ~blocked.broadcast_to((*batch, tq.shape[-2], tk.shape[-2]))
     if tk.shape[-2] == 0 or not allowed.any(dim=-1).all():
-        raise ValueError("a query has no allowed key: its whole mask row is True")
+        raise ValueError("some query has no allowed key (its mask row is all True)")
     tq, tk, tv = (t.to(dtype).broadcast_to((*batch, *t.shape[-2:])) for t in (tq, tk, tv))
     return F.scaled_dot_product_attention(tq, tk, tv, attn_mask=allowed).numpy()
 
@@ -267,20 +267,28 @@ EX.misconception(
 )
 
 
-def without_rescale(q, k, v, block_size, rescale_sum=False, rescale_out=False) -> np.ndarray:
-    """Online softmax whose running sum and/or output are not rescaled when the max grows."""
-    scores = q @ k.T / np.sqrt(q.shape[-1])
-    row_max = np.full((q.shape[0], 1), -np.inf)
-    row_sum, acc = np.zeros((q.shape[0], 1)), np.zeros((q.shape[0], v.shape[1]))
-    for start in range(0, k.shape[0], block_size):
-        s = scores[:, start:start + block_size]
-        new_max = np.maximum(row_max, s.max(axis=-1, keepdims=True))
-        rescale = np.exp(row_max - new_max)
-        p = np.exp(s - new_max)
-        row_sum = row_sum * (rescale if rescale_sum else 1.0) + p.sum(axis=-1, keepdims=True)
-        acc = acc * (rescale if rescale_out else 1.0) + p @ v[start:start + block_size]
+def without_rescale(q, k, v, block_size, forgets: str) -> np.ndarray:
+    """The online softmax that forgets to rescale its running ``"sum"``, its running
+    ``"output"`` or ``"both"`` when the max grows, in torch (the handout ships it: copied into
+    the NumPy exercise it breaks the rule, and it cannot be made right by a flag)."""
+    if forgets not in ("sum", "output", "both"):
+        raise ValueError("a mistaken version needs a mistake")
+    tq, tk, tv = (torch.from_numpy(np.asarray(a, dtype=np.float64)) for a in (q, k, v))
+    scores = tq @ tk.T / tq.shape[-1] ** 0.5
+    row_max = torch.full((tq.shape[0], 1), -torch.inf, dtype=torch.float64)
+    row_sum = torch.zeros((tq.shape[0], 1), dtype=torch.float64)
+    acc = torch.zeros((tq.shape[0], tv.shape[1]), dtype=torch.float64)
+    for start in range(0, tk.shape[0], block_size):
+        block = scores[:, start:start + block_size]
+        new_max = torch.maximum(row_max, block.amax(dim=-1, keepdim=True))
+        weights = (block - new_max).exp()
+        kept = (row_max - new_max).exp()
+        row_sum = row_sum * (1.0 if forgets in ("sum", "both") else kept) + weights.sum(
+            -1, keepdim=True)
+        acc = acc * (1.0 if forgets in ("output", "both") else kept) + (
+            weights @ tv[start:start + block_size])
         row_max = new_max
-    return acc / row_sum
+    return (acc / row_sum).numpy()
 
 
 # Scores grow with the key's index for every query, so the max grows at every block of 2.
@@ -293,5 +301,5 @@ PROBE_V = 2.0 * grid(6, 2)
 def probe_no_rescale(student) -> bool:
     got = student.flash_attention(PROBE_Q, PROBE_K, PROBE_V, block_size=2)
     correct = flash_attention(PROBE_Q, PROBE_K, PROBE_V)
-    return any(mistaken(got, correct, without_rescale(PROBE_Q, PROBE_K, PROBE_V, 2, *flags))
-               for flags in ((False, False), (True, False), (False, True)))
+    return any(mistaken(got, correct, without_rescale(PROBE_Q, PROBE_K, PROBE_V, 2, forgets))
+               for forgets in ("both", "output", "sum"))

@@ -69,8 +69,8 @@ def test_head_h_is_columns_h(ctx, case):
     d = width // n_head
     got = assert_shape(ctx.student.split_heads(x, n_head), (batch, n_head, length, d),
                        "split_heads(x)")
-    expected = np.stack([x[:, :, h * d:(h + 1) * d] for h in range(n_head)], axis=1)
-    assert_equal(got, expected, "split_heads(x)")
+    columns = torch.from_numpy(x).split(d, dim=-1)  # head h: columns h*D .. (h+1)*D - 1
+    assert_equal(got, torch.stack(columns, dim=1).numpy(), "split_heads(x)")
 
 
 @EX.check(points=2, prop="merge_heads(y)[:, :, h*D:(h+1)*D] is head h of y, for (B, H, T, D) y.")
@@ -81,7 +81,7 @@ def test_merge_concatenates_heads(ctx, case):
     y = x.reshape(batch, n_head, length, width // n_head)  # any (B, H, T, D), distinct entries
     ctx.show(y=y)
     got = assert_shape(ctx.student.merge_heads(y), (batch, length, width), "merge_heads(y)")
-    assert_equal(got, np.concatenate(list(np.moveaxis(y, 1, 0)), axis=-1), "merge_heads(y)")
+    assert_equal(got, torch.cat(torch.from_numpy(y).unbind(1), dim=-1).numpy(), "merge_heads(y)")
 
 
 @EX.check(points=2, prop="merge_heads undoes split_heads: merge_heads(split_heads(x, H)) == x.")

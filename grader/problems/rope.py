@@ -61,10 +61,11 @@ def rotary_embedding(x, positions, base=10000.0):
     if positions.dtype.kind not in "iu" or positions.shape != values.shape[-2:-1]:
         raise ValueError(f"positions must be {values.shape[-2]} integers, got {positions.dtype} "
                          f"of shape {positions.shape}")
-    if isinstance(base, bool) or not isinstance(base, numbers.Real) or not 0 < base < math.inf:
-        raise ValueError(f"base must be a positive finite number, got {base!r}")
-    dtype = values.dtype if values.dtype.kind == "f" else np.dtype(np.float64)
-    return torch_rope(values, positions, base).astype(dtype)
+    if isinstance(base, bool) or not isinstance(base, numbers.Real) or not math.isfinite(base) \
+            or base <= 0:
+        raise ValueError(f"the base must be finite and positive, not {base!r}")
+    result_dtype = values.dtype if values.dtype.kind == "f" else np.dtype(np.float64)
+    return torch_rope(values, positions, base).astype(result_dtype)
 
 
 # -- strategies ---------------------------------------------------------------------------------

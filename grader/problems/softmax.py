@@ -187,8 +187,9 @@ EX.misconception(
 
 
 def naive_softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
-    with np.errstate(all="ignore"):
-        return np.exp(x) / np.sum(np.exp(x), axis=axis, keepdims=True)
+    """exp(x) / sum(exp(x)) without the shift, in torch: overflows to NaN for large logits."""
+    e = torch.from_numpy(np.asarray(x, dtype=np.float64)).exp()
+    return (e / e.sum(dim=axis, keepdim=True)).numpy()
 
 
 def fully_masked_versions(scores: np.ndarray) -> list[np.ndarray]:
