@@ -160,8 +160,8 @@ def _failure_text(
     if shown:
         lines.append(f"Smallest failing input: {shown}")
     if failure is not None and failure.expected is not None and failure.got is not None:
-        lines.append(f"Expected: {assertions.fmt(failure.expected)}")
-        lines.append(f"Got:      {assertions.fmt(failure.got)}")
+        expected, got = assertions.fmt_pair(failure.expected, failure.got)
+        lines += [f"Expected: {expected}", f"Got:      {got}"]
     return "\n".join(lines)
 
 
