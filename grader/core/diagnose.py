@@ -97,11 +97,17 @@ def softmax_unchecked(x: np.ndarray, axis: Any = -1) -> np.ndarray:
         return e / np.sum(e, axis=axis, keepdims=True)
 
 
-def attention_with(q, k, v, mask=None, *, when="before", polarity=True, fill=-np.inf):
-    """Attention with one mistake switched on: mask after softmax, inverted mask, fill value."""
-    scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+def attention_with(q, k, v, mask=None, *, when="before", polarity=True, fill=-np.inf,
+                   additive=None, scale=None):
+    """Attention with one mistake switched on: the mask after the softmax, an inverted mask,
+    another fill value, a mask added to the scores (``additive``: the large negative number
+    added where blocked) or another ``scale`` than 1/sqrt(d_k)."""
+    scale = 1 / np.sqrt(q.shape[-1]) if scale is None else scale
+    scores = q @ np.swapaxes(k, -1, -2) * scale
     blocked = None if mask is None else (mask if polarity else ~mask)
-    if blocked is not None and when == "before":
+    if blocked is not None and additive is not None:
+        scores = scores + blocked * additive
+    elif blocked is not None and when == "before":
         scores = np.where(blocked, fill, scores)
     weights = softmax_unchecked(scores)
     if blocked is not None and when == "after":
@@ -112,3 +118,7 @@ def attention_with(q, k, v, mask=None, *, when="before", polarity=True, fill=-np
 
 MASK3 = np.array([[False, True, False], [False, False, True], [True, False, False]])
 FULLY_MASKED2 = np.array([[False, True], [True, True]])
+# What a row with no allowed key gives without the check: NaN (-inf fill), uniform weights (a
+# large finite fill), or the row's unmasked weights (a large negative number added to every
+# score of the row, which the softmax's shift cancels).
+FULLY_MASKED_MISTAKES = ({"fill": -np.inf}, {"fill": -1e9}, {"additive": -1e9})
