@@ -8,10 +8,17 @@ COURSE_FILE ?=
 COURSE_FLAG := $(if $(COURSE_FILE),--course $(COURSE_FILE))
 CORE := $(VENV)/.installed-core
 DEV := $(VENV)/.installed-dev
+# The pinned NumPy needs Python 3.11 or newer: on an older one, stop before creating .venv
+# with one line that says so (evaluated only when .venv is to be made).
+PYTHON_VERSION = $(shell $(PYTHON) -c 'import sys; print(sys.version.split()[0])' 2>/dev/null)
+PYTHON_OK = $(shell $(PYTHON) -c 'import sys; print(sys.version_info >= (3, 11))' 2>/dev/null)
+CHECK_PYTHON = $(if $(filter True,$(PYTHON_OK)),,$(error attention-kit needs Python 3.11 or \
+newer, and $(PYTHON) is $(or $(PYTHON_VERSION),not found): run make PYTHON=python3.11 (or newer)))
 
 .PHONY: grade answer-key test bench stubs zoo nbgrader handout gradescope gpu-check lint clean
 
 $(CORE): pyproject.toml requirements.lock
+	$(CHECK_PYTHON)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.lock
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .

@@ -23,6 +23,8 @@ def build_class(root: Path) -> None:
     (root / "eve-too-big").mkdir()
     (root / "eve-too-big" / "weights.bin").write_bytes(b"\0" * (21 << 20))
     (root / "frank.txt").write_text("a file, not a folder\n")
+    (root / "gina-empty").mkdir()
+    (root / "gina-empty" / ".DS_Store").write_text("")
 
 
 def batch(root: Path, out: Path) -> subprocess.CompletedProcess:
@@ -54,8 +56,10 @@ def test_batch_grades_every_student_and_reruns_identically(tmp_path):
     assert bonus["carol.syntax"] == [""] * len(BONUS) + ["0"]  # no bonus files: not attempted
     assert table["dave_exits"] == ["0"] * 7 + ["graded"]
     assert table["eve-too-big"][:7] == [""] * 7 and "more than 20 MiB" in table["eve-too-big"][7]
-    assert table["frank.txt"] == [""] * 7 + ["not graded: not a folder"]
-    assert bonus["frank.txt"] == [""] * (len(BONUS) + 1)
+    assert "frank.txt" not in table  # a stray file is not a student
+    assert "warning: skipped frank.txt: not a folder" in first.stderr
+    assert table["gina-empty"] == [""] * 7 + ["empty"]  # nothing was submitted
+    assert bonus["gina-empty"] == [""] * (len(BONUS) + 1)
     json_files = sorted(p.name for p in (tmp_path / "first" / "json").iterdir())
     assert json_files == [f"{s}.json" for s in ("ada.lovelace@uni.edu", "bob-stubs",
                                                 "carol.syntax", "dave_exits")]

@@ -100,3 +100,23 @@ def test_matches_requires_same_shape_and_nan_positions():
     assert matches(np.array([np.nan, 1.0]), np.array([np.nan, 1.0]))
     assert not matches(np.array([0.5, 1.0]), np.array([np.nan, 1.0]))
     assert not matches(np.ones((1, 2)), np.ones(2))
+
+
+@pytest.mark.parametrize("exercise", sorted(EXERCISES))
+def test_every_probe_explains_visible_checks_of_its_own_exercise(exercise):
+    """``explains`` names checks that exist; hidden ones never (their names stay out of the
+    handout, and a hidden check carries every hint of its exercise anyway)."""
+    spec = EXERCISES[exercise]
+    visible = {c.name for c in spec.checks if not c.hidden}
+    assert set(spec.explained) == {m for m, _ in spec.probes}
+    for misconception, names in spec.explained.items():
+        assert names and set(names) <= visible, misconception
+
+
+def test_a_probe_must_explain_some_check():
+    from grader.core.exercise import Exercise
+
+    spec = Exercise("x", functions=("f",), framework="numpy", track="core", points=1, order=1,
+                    title="x")
+    with pytest.raises(ValueError, match="explains no check"):
+        spec.probe("some-mistake", explains=())

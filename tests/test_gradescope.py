@@ -12,6 +12,7 @@ import zipfile
 
 from submission_tools import COURSE, KIT, SOLUTIONS
 
+from grader.core.course import number
 from grader.integrations import gradescope
 
 TEST_KEYS = {"name", "score", "max_score", "status", "output", "tags", "visibility"}
@@ -47,6 +48,16 @@ def test_run_autograder_writes_gradescope_results(tmp_path):
     core = [t for t in results["tests"] if "bonus" not in t["tags"]]
     assert sum(t["max_score"] for t in core) == 100
     assert sum(t["score"] for t in core) == 15
+    # The line every student sees counts the visible checks only: Gradescope hides the total
+    # while the after_published tests are hidden, and this line must not give it away.
+    shown = [t for t in core if t["visibility"] == "visible"]
+    later = [t for t in core if t["visibility"] == "after_published"]
+    assert sum(t["score"] for t in shown) < results["score"]  # kv_cache's hidden point
+    assert results["output"] == (
+        f"Visible checks: {number(sum(t['score'] for t in shown))} / "
+        f"{number(sum(t['max_score'] for t in shown))} points. "
+        f"{number(sum(t['max_score'] for t in later))} more points come from checks shown when "
+        "grades are published.")
     bonus = [t for t in results["tests"] if "bonus" in t["tags"]]
     assert sum(t["max_score"] for t in bonus) == COURSE.total("bonus")  # the bonus stubs
     assert sum(t["score"] for t in bonus) == 0

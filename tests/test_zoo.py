@@ -102,11 +102,48 @@ def test_every_check_fails_on_some_wrong_entry(exercise, zoo_results):
 
 
 @pytest.mark.parametrize("entry", NAMED, ids=ids(NAMED))
-def test_diagnosis_hint_reaches_every_failing_check_and_the_report(entry, zoo_results):
+def test_hint_lands_on_every_check_its_mistake_fails_and_no_other(entry, zoo_results):
+    """A named entry makes one mistake: its hint is on each check it fails and on no other.
+    And the probe's ``explains`` names no check this mistaken version passes, so in a file with
+    other mistakes too the hint never lands on a check that failed for another reason."""
     own = zoo_results[entry.name][entry.exercise]
     hint = feedback_line(entry.expect)
-    assert all(hint in c.feedback for c in own.checks if not c.passed)
-    assert all(hint not in c.feedback for c in own.checks if c.passed)
+    failing = {c.name for c in own.checks if not c.passed}
+    assert {c.name for c in own.checks if hint in c.feedback} == failing != set()
+    assert set(EXERCISES[entry.exercise].explained[entry.expect]) <= failing
+
+
+def test_a_hint_stays_off_a_check_its_mistake_does_not_explain(tmp_path):
+    """The mask applied after the softmax, and causal_mask(t) that accepts t = 0: the second
+    failure says nothing of the first mistake."""
+    from grader.core.engine import grade_submission
+
+    text = (KEY / "attention.py").read_text()
+    for old, new in [
+        ("        scores = np.where(mask, -np.inf, scores)\n", ""),
+        ("    weights = softmax(scores, axis=-1)\n", "    weights = softmax(scores, axis=-1)\n"
+         "    weights = weights if mask is None else np.where(mask, 0.0, weights)\n"),
+        ("    if isinstance(t, bool) or not isinstance(t, numbers.Integral) or t < 1:\n", ""),
+        ('        raise ValueError(f"t must be a positive integer, got {t!r}")\n', ""),
+    ]:
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    submission = tmp_path / "two-mistakes"
+    submission.mkdir()
+    (submission / "attention.py").write_text(text)
+    (submission / "softmax.py").write_text((KEY / "softmax.py").read_text())
+    graded = grade_submission(submission, exercises=["attention"])
+    result = graded.results["attention"]
+    hint = feedback_line("mask-after-softmax")
+    checks = {c.name: c for c in result.checks}
+    assert result.misconceptions == ["mask-after-softmax"]
+    assert not checks["test_causal_mask_rejects_bad_t"].passed
+    assert hint not in checks["test_causal_mask_rejects_bad_t"].feedback
+    assert hint in checks["test_matches_torch_sdpa"].feedback
+    text = report.render(graded)
+    assert text.count(hint) == 1  # once, above the checks
+    assert text.count("Likely mistake: mask-after-softmax (hint above)") == len(
+        [c for c in result.checks if hint in c.feedback])
 
 
 def test_report_and_json_carry_the_diagnosis(zoo_results, tmp_path):

@@ -1,5 +1,11 @@
 """Comparisons that fail with a message a student can act on.
 
+A failed comparison names the entry furthest off with enough digits to show the difference,
+the largest absolute and relative errors against the tolerance, and says so when a result for
+float64 input is right only to float32 precision. Values print exactly by default (``fmt``: the
+shortest text that reads back as the same number), so a failing input can be pasted back into
+a call.
+
 Tolerances, per dtype of the inputs (rtol, atol), come from the course (``course.toml``); a
 float32 input may come back as float64 and is compared at float32 tolerance. The defaults:
 
@@ -46,41 +52,75 @@ def tolerance(dtype: Any) -> tuple[float, float]:
     return table.get(np.dtype(dtype).name, table["float32"])
 
 
-def _scalar(x: Any) -> str:
+def _exact(x: Any) -> str:
+    """The shortest text that reads back as exactly ``x`` in its own dtype ("1", not "1.0"),
+    with NumPy's names for infinities and NaN (``-np.inf``), so it can be pasted into a call."""
+    if not np.isfinite(x):
+        return "np.nan" if np.isnan(x) else ("np.inf" if x > 0 else "-np.inf")
+    text = str(x)  # Python's and NumPy's shortest round-trip form, float32 included
+    return text[:-2] if text.endswith(".0") and text != "-0.0" else text
+
+
+def _scalar(x: Any, digits: int | None = None) -> str:
     if isinstance(x, (bool, np.bool_)):
         return str(bool(x))
     if isinstance(x, (float, np.floating)):
-        return f"{float(x):.4g}"
+        return _exact(x) if digits is None else f"{float(x):.{digits}g}"
     if isinstance(x, (complex, np.complexfloating)):
-        return f"{complex(x):.4g}"
+        return repr(complex(x)) if digits is None else f"{complex(x):.{digits}g}"
     return str(x)
 
 
-def _nested(array: np.ndarray) -> str:
+def _nested(array: np.ndarray, digits: int | None) -> str:
     if array.ndim == 0:
-        return _scalar(array[()])
-    return "[" + ", ".join(_nested(row) for row in array) + "]"
+        return _scalar(array[()], digits)
+    return "[" + ", ".join(_nested(row, digits) for row in array) + "]"
 
 
-def fmt(value: Any) -> str:
-    """A small, readable, one-line rendering of an input or output."""
+def fmt(value: Any, digits: int | None = None) -> str:
+    """A one-line rendering of an input or output. Numbers are exact by default (they read back
+    as the same value, so an input can be pasted into a call), or have ``digits`` significant
+    digits; arrays of more than 64 entries are summarised."""
     if isinstance(value, np.ndarray):
         if value.size <= 64:
-            body = _nested(value)
+            body = _nested(value, digits)
         else:
             body = " ".join(np.array2string(
-                value, precision=4, separator=", ", threshold=64, edgeitems=2,
-            ).split())
+                value, precision=digits or 4, separator=", ", threshold=64, edgeitems=2,
+            ).split()) + " (summarised)"
         if value.ndim <= 1 and value.size <= 8:
             return f"{body} ({value.dtype})"
         return f"{body} ({value.dtype}, shape {value.shape})"
     if isinstance(value, tuple) and hasattr(value, "_fields"):
-        return ", ".join(f"{k} {fmt(v)}" for k, v in zip(value._fields, value))
+        return ", ".join(f"{k} {fmt(v, digits)}" for k, v in zip(value._fields, value))
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}: {fmt(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, float):
-        return f"{value:.6g}"
+        return "{" + ", ".join(f"{k}: {fmt(v, digits)}" for k, v in value.items()) + "}"
+    if isinstance(value, (float, np.floating, complex, np.complexfloating)):
+        return _scalar(value, digits)
     return repr(value)
+
+
+def digits_to_tell_apart(a: Any, b: Any, *, start: int = 4) -> int:
+    """The fewest significant digits (from ``start``, at most 17) that print the numbers of
+    ``a`` and ``b`` differently (whatever their dtypes); 17 when even those are equal."""
+
+    def numbers(x: Any) -> Any:
+        if isinstance(x, (np.ndarray, np.generic)) and x.dtype.kind in "iuf":
+            return np.asarray(x, dtype=np.float64)
+        return x
+
+    a, b = numbers(a), numbers(b)
+    for digits in range(start, 17):
+        if fmt(a, digits) != fmt(b, digits):
+            return digits
+    return 17
+
+
+def fmt_pair(expected: Any, got: Any) -> tuple[str, str]:
+    """``expected`` and ``got`` printed with the same, smallest number of digits that shows
+    that they differ (4 at least)."""
+    digits = digits_to_tell_apart(expected, got)
+    return fmt(expected, digits), fmt(got, digits)
 
 
 def as_array(value: Any, what: str) -> np.ndarray:
@@ -94,40 +134,68 @@ def as_array(value: Any, what: str) -> np.ndarray:
 def assert_shape(got: Any, shape: tuple[int, ...], what: str = "the result") -> np.ndarray:
     got = as_array(got, what)
     if got.shape != tuple(shape):
-        raise CheckFailed(
-            f"{what} has shape {got.shape}, expected {tuple(shape)}",
-            expected=f"shape {tuple(shape)}", got=f"shape {got.shape}",
-        )
+        raise CheckFailed(f"{what}: got shape {got.shape}, expected shape {tuple(shape)}")
     return got
 
 
 def assert_close(
     got: Any, expected: Any, *, dtype: Any = np.float64, what: str = "the result"
 ) -> None:
+    """``got`` matches ``expected`` within the tolerance for ``dtype`` (the inputs' dtype)."""
     expected = np.asarray(expected)
     got = assert_shape(got, expected.shape, what)
     if got.dtype.kind not in "biuf":
-        raise CheckFailed(f"{what} has dtype {got.dtype}, expected real numbers")
+        raise CheckFailed(f"{what}: got dtype {got.dtype}, expected real numbers")
     rtol, atol = tolerance(dtype)
     g, e = got.astype(np.float64), expected.astype(np.float64)
     bad = ~np.isclose(g, e, rtol=rtol, atol=atol, equal_nan=False)
     if bad.any():
-        index = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise CheckFailed(mismatch(g, e, bad, dtype=np.dtype(dtype), got_dtype=got.dtype,
+                                   what=what), expected=expected, got=got)
+
+
+def mismatch(g: np.ndarray, e: np.ndarray, bad: np.ndarray, *, dtype: np.dtype,
+             got_dtype: np.dtype, what: str) -> str:
+    """What a failed ``assert_close`` says: the worst entry with enough digits to see the
+    difference, the largest absolute and relative errors against the tolerance, and a word
+    when the result is right to float32 precision on float64 input."""
+    rtol, atol = tolerance(dtype)
+    with np.errstate(all="ignore"):
+        error = np.abs(g - e)
+        broken = bad & ~(np.isfinite(g) & np.isfinite(e))  # NaN or inf where it should not be
+        if broken.any():
+            index = tuple(int(i) for i in np.argwhere(broken)[0])
+        else:
+            excess = np.where(bad, error / (atol + rtol * np.abs(e)), -1.0)
+            index = tuple(int(i) for i in np.unravel_index(np.argmax(excess), excess.shape))
+        digits = digits_to_tell_apart(g[index], e[index], start=6)
         where = f" at index {index}" if index else ""
-        raise CheckFailed(
-            f"{what}: got {g[index]:.6g}{where}, expected {e[index]:.6g} "
-            f"({int(bad.sum())} of {bad.size} entries off; rtol {rtol:g}, atol {atol:g})",
-            expected=expected, got=got,
-        )
+        lines = [f"{what}: got {g[index]:.{digits}g}{where}, expected {e[index]:.{digits}g} "
+                 f"({int(bad.sum())} of {bad.size} entries off)"]
+        if broken.any():
+            lines.append(f"{int(broken.sum())} of the entries off are NaN or infinite.")
+            return "\n".join(lines)
+        relative = np.where(e != 0, error / np.abs(e), np.where(error > 0, np.inf, 0.0))
+        lines.append(f"Largest error {error.max():.2g} absolute, {relative.max():.2g} relative; "
+                     f"the {dtype.name} tolerance allows |got - expected| <= {atol:g} + {rtol:g} "
+                     "* |expected|")
+    rtol32, atol32 = tolerance(np.float32)
+    if dtype == np.float64 and np.allclose(g, e, rtol=rtol32, atol=atol32):
+        note = " (the result is float32)" if got_dtype == np.float32 else ""
+        lines.append(f"It agrees to float32 precision{note}: part of the computation ran in "
+                     "float32? Keep float64 input in float64 throughout.")
+    return "\n".join(lines)
 
 
 def assert_equal(got: Any, expected: Any, what: str = "the result") -> None:
     expected = np.asarray(expected)
     got = assert_shape(got, expected.shape, what)
     if got.dtype != expected.dtype and expected.dtype == np.bool_:
-        raise CheckFailed(f"{what} has dtype {got.dtype}, expected bool")
+        raise CheckFailed(f"{what}: got dtype {got.dtype}, expected bool")
     if not np.array_equal(got, expected):
-        raise CheckFailed(f"{what} is wrong", expected=expected, got=got)
+        wrong = got != expected
+        raise CheckFailed(f"{what} is wrong ({int(np.sum(wrong))} of {wrong.size} entries differ)",
+                          expected=expected, got=got)
 
 
 def assert_matches_key(got: Any, expected: Any, *, dtype: Any = np.float64,

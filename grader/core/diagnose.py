@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from ..sandbox.isolation import StudentError, WorkerLost
 from .exercise import Exercise, Misconception
@@ -102,21 +103,35 @@ def softmax_unchecked(x: np.ndarray, axis: Any = -1) -> np.ndarray:
     return torch.softmax(t, dim=axis).numpy()
 
 
-def attention_with(q, k, v, mask, *, when="before", polarity=True, fill=-np.inf):
-    """Masked attention with one mistake switched on: the mask applied after the softmax, its
-    polarity inverted, or a finite fill value (which leaves a fully blocked row uniform)."""
-    if when == "before" and polarity and fill == -np.inf:
-        raise ValueError("a mistaken version needs a mistake")
+def attention_with(q, k, v, mask=None, *, when="before", polarity=True, fill=-np.inf,
+                   additive=None, scale=None):
+    """Attention with one mistake switched on: the mask after the softmax, an inverted mask,
+    another fill value, a mask added to the scores (``additive``: the large negative number
+    added where blocked) or another ``scale`` than 1/sqrt(d_k). In torch, its output from
+    F.scaled_dot_product_attention wherever the mistake allows: neither the NumPy `attention`
+    nor `mha` (no library attention) can take it as an answer."""
     tq, tk, tv = (torch.from_numpy(np.asarray(a, dtype=np.float64)) for a in (q, k, v))
-    scores = tq @ tk.transpose(-1, -2) / tq.shape[-1] ** 0.5
-    blocked = torch.from_numpy(mask if polarity else ~mask)
-    if when == "before":
-        scores = scores.masked_fill(blocked, fill)
-    weights = torch.softmax(scores, dim=-1)
-    if when == "after":
+    scale = tq.shape[-1] ** -0.5 if scale is None else scale
+    scores = tq @ tk.transpose(-1, -2) * scale
+    bias = torch.zeros_like(scores)  # what turns the scores into the mistaken ones
+    blocked = None if mask is None else torch.from_numpy(mask if polarity else ~mask)
+    if blocked is not None and additive is not None:
+        bias = bias + blocked * additive
+    elif blocked is not None and when == "before":
+        bias = torch.where(blocked, fill - scores, bias)  # blocked scores become `fill`
+    weights = torch.softmax(scores + bias, dim=-1)
+    if blocked is not None and when == "after":
         weights = weights.masked_fill(blocked, 0.0)
-    return (weights @ tv).numpy(), weights.numpy()
+        return (weights @ tv).numpy(), weights.numpy()
+    output = F.scaled_dot_product_attention(tq, tk, tv, attn_mask=bias, scale=scale)
+    # torch's attention gives a row with no allowed key zeros; the unchecked mistake gives NaN
+    output = output.masked_fill(weights.isnan().any(-1, keepdim=True), float("nan"))
+    return output.numpy(), weights.numpy()
 
 
 MASK3 = np.array([[False, True, False], [False, False, True], [True, False, False]])
 FULLY_MASKED2 = np.array([[False, True], [True, True]])
+# What a row with no allowed key gives without the check: NaN (-inf fill), uniform weights (a
+# large finite fill), or the row's unmasked weights (a large negative number added to every
+# score of the row, which the softmax's shift cancels).
+FULLY_MASKED_MISTAKES = ({"fill": -np.inf}, {"fill": -1e9}, {"additive": -1e9})

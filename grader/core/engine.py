@@ -163,8 +163,8 @@ def _failure_text(
     if shown:
         lines.append(f"Smallest failing input: {shown}")
     if failure is not None and failure.expected is not None and failure.got is not None:
-        lines.append(f"Expected: {assertions.fmt(failure.expected)}")
-        lines.append(f"Got:      {assertions.fmt(failure.got)}")
+        expected, got = assertions.fmt_pair(failure.expected, failure.got)
+        lines += [f"Expected: {expected}", f"Got:      {got}"]
     return "\n".join(lines)
 
 
@@ -223,7 +223,8 @@ def grade_exercise(
                 result.checks.append(
                     run_check(check, ctx, course, points[check.name], secret))
             if not all(c.passed for c in result.checks):
-                note_misconceptions(result, diagnose(exercise, student), hints=course.hints)
+                note_misconceptions(result, diagnose(exercise, student), hints=course.hints,
+                                    exercise=exercise)
         except (_LoadFailed, WorkerLost) as error:
             result.error = getattr(error, "reason", None) or str(error)
             done = {c.name for c in result.checks}
@@ -236,12 +237,15 @@ def grade_exercise(
     return result
 
 
-def note_misconceptions(result: ExerciseResult, found: list[str], *, hints: bool = True) -> None:
-    """Record the diagnosed mistakes and add their hints to every failing check's feedback."""
+def note_misconceptions(result: ExerciseResult, found: list[str], *, exercise: Exercise,
+                        hints: bool = True) -> None:
+    """Record the diagnosed mistakes; a failing check gets the hint of each one that explains
+    its failure (``Exercise.probe``), and no other."""
     result.misconceptions = sorted(found)
-    lines = [feedback_line(m) for m in result.misconceptions] if hints else []
     for c in result.checks:
-        if lines and not c.passed:
+        lines = [feedback_line(m) for m in result.misconceptions
+                 if exercise.explains(m, c.name, hidden=c.hidden)]
+        if hints and lines and not c.passed:
             c.feedback = "\n".join([c.feedback, *lines])
 
 

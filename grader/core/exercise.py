@@ -177,6 +177,7 @@ class Exercise:
         self.checks: list[Check] = []
         self.misconceptions: dict[str, Misconception] = {}
         self.probes: list[tuple[str, Callable[[Any], bool]]] = []
+        self.explained: dict[str, tuple[str, ...]] = {}  # misconception -> the checks it fails
         self.operations: dict[str, Callable[..., Any]] = {}
         self.references: dict[str, Callable[..., Any]] = {}
 
@@ -206,15 +207,30 @@ class Exercise:
         self.misconceptions[id] = Misconception(id, mistake, hint)
         return self.misconceptions[id]
 
-    def probe(self, misconception_id: str):
+    def probe(self, misconception_id: str, *, explains: tuple[str, ...]):
         """Register a probe: a function of the student proxy, True when the submission makes
-        exactly that mistake on the probe's fixed input."""
+        exactly that mistake on the probe's fixed input.
+
+        ``explains`` names the visible checks that the mistake makes fail (a version of the
+        key with only that mistake fails each of them; ``tests/test_zoo.py`` holds every
+        named zoo entry to it). When the mistake is diagnosed, a failing check carries its
+        hint only if the check is one of these, or is hidden: an answer-key comparison covers
+        the whole contract, and its name stays out of the handout. Every other failing check
+        failed for some other reason, and its feedback says nothing of this mistake.
+        """
+        if not explains:
+            raise ValueError(f"{self.name}: the probe for {misconception_id} explains no check")
 
         def decorate(func: Callable[[Any], bool]) -> Callable[[Any], bool]:
             self.probes.append((misconception_id, func))
+            self.explained[misconception_id] = tuple(explains)
             return func
 
         return decorate
+
+    def explains(self, misconception_id: str, check: str, *, hidden: bool = False) -> bool:
+        """Whether a failure of ``check`` supports the diagnosis ``misconception_id``."""
+        return hidden or check in self.explained.get(misconception_id, ())
 
     def operation(self, func: Callable[..., Any]) -> Callable[..., Any]:
         """Register a worker operation (beyond calling one of ``functions``).

@@ -54,9 +54,27 @@ class Row:
                 str(number(sum(b for b in bonus if b is not None))) if graded else ""]
 
 
-def find_submissions(root: Path) -> list[Path]:
-    """One entry per student: everything under ``root`` but hidden names, sorted by name."""
-    return sorted((p for p in root.iterdir() if not p.name.startswith(".")), key=lambda p: p.name)
+def find_submissions(root: Path, warnings: TextIO | None = sys.stderr) -> list[Path]:
+    """One folder per student under ``root``, sorted by name. Hidden names are left out, and
+    so is anything that is not a folder, with a warning on ``warnings``: a stray file is not a
+    student."""
+    found = []
+    for path in sorted(root.iterdir(), key=lambda p: p.name):
+        if path.name.startswith("."):
+            continue
+        if path.is_dir():
+            found.append(path)
+        elif warnings is not None:
+            warnings.write(f"warning: skipped {path.name}: not a folder (each student's "
+                           "submission is a folder)\n")
+    return found
+
+
+def is_empty(folder: Path) -> bool:
+    """No file in it (hidden names and caches aside): nothing was submitted."""
+    return not any(p.is_file() and not any(part.startswith(".") or part == "__pycache__"
+                                           for part in p.relative_to(folder).parts)
+                   for p in folder.rglob("*"))
 
 
 def preload() -> None:
@@ -71,6 +89,8 @@ def grade_one(path: Path, *, course: Course, limits: Limits, key_folder: Path | 
     class's folder: the other students' submissions."""
     if not path.is_dir():
         return Row(path.name, "not graded: not a folder")
+    if is_empty(path):
+        return Row(path.name, "empty")
     try:
         result = engine.grade_submission(path, course=course, key_folder=key_folder,
                                          limits=limits, hide=(str(path.parent.resolve()),))
@@ -130,7 +150,7 @@ def run(
 ) -> list[Row]:
     """Grade every submission under ``root``; returns the rows sorted by student."""
     course = course or load()
-    paths = find_submissions(Path(root))
+    paths = find_submissions(Path(root), progress if progress is not None else sys.stderr)
     jobs = max(1, jobs or os.cpu_count() or 1)
     preload()
     if key_folder is not None and Path(key_folder).is_dir():

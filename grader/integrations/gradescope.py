@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.course import KIT_ROOT as ROOT
-from ..core.course import SECRET_FILE, course_secret, load
+from ..core.course import SECRET_FILE, course_secret, load, number
 
 BUNDLE = ROOT / "dist" / "gradescope-autograder.zip"
 FIXED_TIME = (2020, 1, 1, 0, 0, 0)  # zip entries carry no build time: the same input, same bytes
@@ -128,9 +128,26 @@ def run(root: Path) -> dict[str, Any]:
     except engine.BadSubmission as error:
         return failure(f"This submission could not be graded: {error}")
     data = report.to_json(result)  # never the student's printed output
-    data["output"] = f"Graded {result.score} / {result.max_score} points."
+    data["output"] = visible_summary(result)
     data["stdout_visibility"] = "hidden"
     return data
+
+
+def visible_summary(result: Any) -> str:
+    """The line every student sees: the core points of the visible checks only.
+
+    The top-level ``score`` is the core score (it "overrides total of tests", so the bonus
+    checks stay out of it), and Gradescope hides that total from students while some tests
+    are hidden: "If test cases are hidden, students will not be able to see their total
+    score" (autograder specifications). This line must not give the total away either."""
+    checks = [c for e in result.exercises.values() for c in e.checks]
+    shown = [c for c in checks if not c.hidden]
+    line = (f"Visible checks: {number(sum(c.points for c in shown))} / "
+            f"{number(sum(c.max_points for c in shown))} points.")
+    later = number(sum(c.max_points for c in checks if c.hidden))
+    if later:
+        line += f" {later} more points come from checks shown when grades are published."
+    return line
 
 
 def run_and_write(root: Path) -> int:

@@ -34,10 +34,16 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 EXERCISE ?=
+# The pinned NumPy needs Python 3.11 or newer: stop with one line on an older one.
+PYTHON_VERSION = $(shell $(PYTHON) -c 'import sys; print(sys.version.split()[0])' 2>/dev/null)
+PYTHON_OK = $(shell $(PYTHON) -c 'import sys; print(sys.version_info >= (3, 11))' 2>/dev/null)
+CHECK_PYTHON = $(if $(filter True,$(PYTHON_OK)),,$(error the grader needs Python 3.11 or newer, \
+and $(PYTHON) is $(or $(PYTHON_VERSION),not found): run make PYTHON=python3.11 (or newer)))
 
 .PHONY: grade clean
 
 $(VENV)/.installed: pyproject.toml requirements.lock
+\t$(CHECK_PYTHON)
 \t$(PYTHON) -m venv $(VENV)
 \t$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.lock
 \t$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .

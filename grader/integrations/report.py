@@ -100,12 +100,14 @@ def _failures(name: str, e: ExerciseResult) -> list[str]:
     lines = ["", f"== {name}{' (bonus)' if e.track == 'bonus' else ''} =="]
     if e.error:
         return lines + [f"Not graded: {e.error}"]
-    # A diagnosis is shown once, above the checks (each check's JSON output carries it too).
-    hints = [feedback_line(m) for m in e.misconceptions]
-    lines += hints
+    # A diagnosis is shown once, above the checks; a check it explains points back to it
+    # (each check's JSON output carries the whole hint instead).
+    hints = {feedback_line(m): m for m in e.misconceptions}
+    lines += list(hints)
     for c in failing:
         lines.append(f"-- {c.name} ({c.points}/{c.max_points})")
-        lines += ["   " + line for line in c.feedback.splitlines() if line not in hints]
+        lines += ["   " + (f"Likely mistake: {hints[line]} (hint above)" if line in hints else line)
+                  for line in c.feedback.splitlines()]
     return lines
 
 

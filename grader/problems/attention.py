@@ -14,9 +14,18 @@ from ..core.assertions import (
     assert_equal,
     assert_matches_key,
     assert_shape,
+    digits_to_tell_apart,
     expect_value_error,
 )
-from ..core.diagnose import FULLY_MASKED2, MASK3, attention_with, grid, matches
+from ..core.diagnose import (
+    FULLY_MASKED2,
+    FULLY_MASKED_MISTAKES,
+    MASK3,
+    attention_with,
+    grid,
+    matches,
+    mistaken,
+)
 from ..core.exercise import Exercise, positive_int
 from ..core.strategies import Attention, attention_case
 
@@ -92,8 +101,8 @@ def test_causal_mask_rejects_bad_t(ctx):
         expect_value_error(lambda t=t: ctx.student.causal_mask(t), f"t = {t!r}")
 
 
-@EX.check(points=4,
-       prop="Output and weights match F.scaled_dot_product_attention (mask inverted).")
+@EX.check(points=3,
+          prop="Output and weights match F.scaled_dot_product_attention (mask inverted).")
 @given(case=attention_case())
 def test_matches_torch_sdpa(ctx, case):
     expected_out, expected_weights = torch_reference(case)
@@ -120,15 +129,36 @@ def test_zero_weight_on_blocked_positions(ctx, case):
                           got=np.where(blocked, weights, 0))
 
 
+@EX.check(points=1, prop="Query rows whose scores differ by thousands are each normalised on "
+                        "their own (no overflow, no 0 / 0).")
+@given(case=attention_case(dtypes=(np.float64,), with_mask=False))
+def test_stable_for_rows_of_different_magnitude(ctx, case):
+    first = Attention(np.array([[1000.0], [1.0]]), np.array([[1.0], [0.0]]),
+                      np.array([[1.0], [2.0]]), None)
+    # Every other query row scaled by 1000: its scores are thousands, its neighbours' a few.
+    spread = case._replace(q=case.q * 1000.0 ** (np.arange(case.q.shape[-2]) % 2)[:, None])
+    for shown in (first, spread):
+        ctx.example["case"] = shown  # show the input actually used
+        expected_out, expected_weights = torch_reference(shown)
+        out, weights = student_attention(ctx, shown)
+        assert_close(weights, expected_weights, what="the weights")
+        assert_close(out, expected_out, what="the output")
+
+
 @EX.check(points=1, prop="Each output lies within the range of the values it averages.")
 @given(case=attention_case(dtypes=(np.float64,)))
 def test_output_is_convex_combination_of_values(ctx, case):
     out, _ = student_attention(ctx, case)
     v = np.broadcast_to(case.v, (*out.shape[:-2], *case.v.shape[-2:]))
-    low = v.min(axis=-2, keepdims=True) - 1e-9
-    high = v.max(axis=-2, keepdims=True) + 1e-9
-    if ((out < low) | (out > high)).any():
-        raise CheckFailed("an output lies outside the range of the values", got=out)
+    low = np.broadcast_to(v.min(axis=-2, keepdims=True), out.shape)
+    high = np.broadcast_to(v.max(axis=-2, keepdims=True), out.shape)
+    outside = ~((out >= low - 1e-9) & (out <= high + 1e-9))
+    if outside.any():
+        i = tuple(int(n) for n in np.argwhere(outside)[0])
+        digits = max(digits_to_tell_apart(out[i], low[i]), digits_to_tell_apart(out[i], high[i]))
+        raise CheckFailed(f"the output at index {i} is {out[i]:.{digits}g}, outside the range "
+                          f"[{low[i]:.{digits}g}, {high[i]:.{digits}g}] of the values it "
+                          "averages", got=out)
 
 
 @EX.check(points=1, prop="Permuting the queries permutes the outputs the same way.")
@@ -241,6 +271,18 @@ EX.misconception(
     mistake="the causal mask blocks the diagonal, so a position cannot see itself",
     hint="a position may attend to itself: block only j > i, i.e. np.triu(..., k=1), not k=0.",
 )
+EX.misconception(
+    "scale-missing",
+    mistake="leaves out the 1/sqrt(d_k) scale of the scores",
+    hint="divide the scores q @ k^T by sqrt(d_k), the width of q and k: unscaled dot products "
+         "grow with the width and push the softmax towards one-hot weights.",
+)
+EX.misconception(
+    "scale-by-d-v",
+    mistake="scales the scores by 1/sqrt(d_v), the width of the values, instead of 1/sqrt(d_k)",
+    hint="the scores are dot products over the d_k columns of q and k: divide by "
+         "sqrt(q.shape[-1]), whatever the width of v.",
+)
 
 
 def attention_matches(student, mask, **mistake) -> bool:
@@ -252,21 +294,63 @@ def attention_matches(student, mask, **mistake) -> bool:
     return matches(weights, wrong[1]) and matches(out, wrong[0])
 
 
-@EX.probe("fully-masked-row")
+def scale_matches(student, scale_of) -> bool:
+    """d_k = 3 and d_v = 2: 1/sqrt(3), 1, 1/sqrt(2) and 1/3 all give different weights."""
+    q, k, v = 1.5 * grid(3, 3), 1.5 * grid(4, 3)[::-1], grid(4, 2) + 1.0
+    out, weights = student.scaled_dot_product_attention(q, k, v)
+    wrong = attention_with(q, k, v, scale=scale_of(q, v))
+    right = attention_with(q, k, v)
+    return mistaken(weights, right[1], wrong[1]) and matches(out, wrong[0])
+
+
+@EX.probe("fully-masked-row", explains=("test_rejects_query_with_no_allowed_key",))
 def probe_fully_masked(student) -> bool:
-    return any(attention_matches(student, FULLY_MASKED2, fill=fill) for fill in (-np.inf, -1e9))
+    return any(attention_matches(student, FULLY_MASKED2, **m) for m in FULLY_MASKED_MISTAKES)
 
 
-@EX.probe("mask-after-softmax")
+@EX.probe("mask-after-softmax",
+          explains=("test_matches_torch_sdpa", "test_rows_sum_to_one", "test_mask_broadcasts",
+                    "test_rejects_query_with_no_allowed_key"))
 def probe_mask_after(student) -> bool:
     return attention_matches(student, MASK3, when="after")
 
 
-@EX.probe("mask-polarity")
+@EX.probe("mask-polarity",
+          explains=("test_matches_torch_sdpa", "test_rows_sum_to_one",
+                    "test_zero_weight_on_blocked_positions",
+                    "test_output_is_convex_combination_of_values",
+                    "test_no_weight_on_future_positions", "test_mask_broadcasts",
+                    "test_rejects_query_with_no_allowed_key"))
 def probe_mask_polarity(student) -> bool:
     return attention_matches(student, MASK3, polarity=False)
 
 
-@EX.probe("causal-mask-diagonal")
+@EX.probe("causal-mask-diagonal", explains=("test_causal_mask_blocks_exactly_the_future",))
 def probe_causal_mask_diagonal(student) -> bool:
     return matches(student.causal_mask(4), np.triu(np.ones((4, 4), dtype=bool), k=0))
+
+
+@EX.probe("softmax-global-shift", explains=("test_stable_for_rows_of_different_magnitude",))
+def probe_global_shift(student) -> bool:
+    # The first query's scores are near a thousand, the second's near 0: one shift for all of
+    # them underflows the second row to 0 / 0.
+    q, k, v = np.array([[4000.0, 2500.0], [0.5, -0.5]]), grid(3, 2), grid(3, 2) + 1.0
+    out, weights = student.scaled_dot_product_attention(q, k, v)
+    scores = torch.from_numpy(q @ k.T / np.sqrt(2))
+    e = (scores - scores.max()).exp()  # the mistaken version, in torch
+    wrong = (e / e.sum(dim=-1, keepdim=True)).numpy()
+    return matches(weights, wrong) and matches(out, wrong @ v)
+
+
+@EX.probe("scale-missing",
+          explains=("test_matches_torch_sdpa", "test_stable_for_rows_of_different_magnitude",
+                    "test_mask_broadcasts"))
+def probe_scale_missing(student) -> bool:
+    return scale_matches(student, lambda q, v: 1.0)
+
+
+@EX.probe("scale-by-d-v",
+          explains=("test_matches_torch_sdpa", "test_stable_for_rows_of_different_magnitude",
+                    "test_mask_broadcasts"))
+def probe_scale_by_d_v(student) -> bool:
+    return scale_matches(student, lambda q, v: 1 / np.sqrt(v.shape[-1]))

@@ -190,7 +190,9 @@ EX.misconception(
 )
 
 
-@EX.probe("backward-missing-mask")
+@EX.probe("backward-missing-mask",
+          explains=("test_matches_torch_autograd", "test_matches_finite_differences",
+                    "test_masked_positions_get_zero_gradient"))
 def probe_missing_mask(student) -> bool:
     rng = np.random.default_rng(6)
     q, k, v, g = (rng.normal(size=(3, 2)) for _ in range(4))

@@ -262,7 +262,9 @@ def upper_left_decode(d_model, n_head, state, xs) -> np.ndarray:
     return torch.cat(ys, dim=1).numpy()
 
 
-@EX.probe("decode-upper-left")
+@EX.probe("decode-upper-left",
+          explains=("test_token_by_token_equals_full_causal_forward",
+                    "test_chunks_equal_full_causal_forward"))
 def probe_upper_left(student) -> bool:
     rng = np.random.default_rng(5)
     d_model, n_head = 4, 2

@@ -297,7 +297,11 @@ PROBE_K = np.arange(6.0)[:, None] * np.array([0.8, 0.6]) + 0.3 * grid(6, 2)
 PROBE_V = 2.0 * grid(6, 2)
 
 
-@EX.probe("online-softmax-no-rescale")
+@EX.probe("online-softmax-no-rescale",
+          explains=("test_matches_torch_sdpa_for_every_block_size",
+                    "test_output_does_not_depend_on_block_size",
+                    "test_peak_memory_far_below_one_score_matrix",
+                    "test_fully_blocked_first_block_gives_no_nan"))
 def probe_no_rescale(student) -> bool:
     got = student.flash_attention(PROBE_Q, PROBE_K, PROBE_V, block_size=2)
     correct = flash_attention(PROBE_Q, PROBE_K, PROBE_V)

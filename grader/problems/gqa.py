@@ -297,7 +297,9 @@ def tiled_forward(d_model, n_head, n_kv_head, state, x) -> np.ndarray:
     return F.linear(y.transpose(1, 2).reshape(b, t, d_model), s["wo.weight"]).numpy()
 
 
-@EX.probe("gqa-interleave-order")
+@EX.probe("gqa-interleave-order",
+          explains=("test_repeat_kv_repeats_each_head_for_its_group",
+                    "test_matches_torch_sdpa_enable_gqa"))
 def probe_interleave_order(student) -> bool:
     x = np.arange(2 * 3 * 1 * 2, dtype=np.float64).reshape(2, 3, 1, 2)
     if mistaken(student.repeat_kv(x, 2), np.repeat(x, 2, axis=1), np.tile(x, (1, 2, 1, 1))):

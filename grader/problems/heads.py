@@ -129,7 +129,7 @@ EX.misconception(
 )
 
 
-@EX.probe("head-split-scrambled")
+@EX.probe("head-split-scrambled", explains=("test_head_h_is_columns_h", "test_merge_inverts_split"))
 def probe_split_scrambled(student) -> bool:
     x = np.arange(2 * 3 * 4, dtype=np.float64).reshape(2, 3, 4)
     return matches(student.split_heads(x, 2), x.reshape(2, 2, 3, 2))

@@ -133,6 +133,8 @@ EX.misconception(
 )
 
 
-@EX.probe("kv-cache-upper-left")
+@EX.probe("kv-cache-upper-left",
+          explains=("test_known_values_25_30", "test_cached_attention_equals_last_rows_of_full",
+                    "test_each_new_query_sees_cache_and_earlier_new"))
 def probe_upper_left(student) -> bool:
     return matches(student.kv_cache_mask(3, 2), np.triu(np.ones((2, 5), dtype=bool), k=1))

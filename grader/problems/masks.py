@@ -187,7 +187,9 @@ EX.misconception(
 )
 
 
-@EX.probe("window-off-by-one")
+@EX.probe("window-off-by-one",
+          explains=("test_window_one_sees_only_itself",
+                    "test_each_row_allows_the_most_recent_keys"))
 def probe_window_off_by_one(student) -> bool:
     t = 6
     for window in (2, 3):
@@ -199,7 +201,10 @@ def probe_window_off_by_one(student) -> bool:
     return True
 
 
-@EX.probe("padding-on-queries")
+@EX.probe("padding-on-queries",
+          explains=("test_padding_mask_blocks_keys_past_each_length",
+                    "test_padding_keys_get_zero_weight",
+                    "test_padded_rows_match_unpadded_computation"))
 def probe_padding_on_queries(student) -> bool:
     lengths = np.array([2, 4, 3])
     got = np.asarray(student.padding_mask(lengths, 4))

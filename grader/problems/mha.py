@@ -24,7 +24,14 @@ from ..core.assertions import (
     expect_value_error,
 )
 from ..core.delegation import ATTENTION_RULE
-from ..core.diagnose import FULLY_MASKED2, MASK3, attention_with, grid, matches
+from ..core.diagnose import (
+    FULLY_MASKED2,
+    FULLY_MASKED_MISTAKES,
+    MASK3,
+    attention_with,
+    grid,
+    matches,
+)
 from ..core.exercise import Exercise
 from ..core.strategies import SEEDS, allowed_somewhere, floats_array, seeded_grid
 from ..sandbox.worker import BadReturn, linears, load_state, plain, seed_cpu
@@ -394,7 +401,13 @@ def mha_matches(student, mask=None, **mistake) -> bool:
     return matches(got["weights"], weights) and matches(got["y"], y)
 
 
-@EX.probe("params-grow-with-heads")
+@EX.probe("params-grow-with-heads",
+          explains=("test_has_four_linear_projections", "test_parameter_count_independent_of_heads",
+                    "test_matches_torch_multihead_attention", "test_gradients_match_torch",
+                    "test_token_permutation_equivariance",
+                    "test_causal_later_token_never_changes_earlier_output",
+                    "test_weights_per_head_rows_sum_to_one", "test_per_head_mask_blocks_exactly",
+                    "test_rejects_fully_masked_query"))
 def probe_params_grow(student) -> bool:
     # The mistaken version gives each head full-width projections: 4 * n_head * d_model**2
     # parameters. Any count that grows with the head count shows the same misunderstanding.
@@ -402,32 +415,57 @@ def probe_params_grow(student) -> bool:
     return counts[0] < counts[1] < counts[2]
 
 
-@EX.probe("fully-masked-row")
+@EX.probe("fully-masked-row", explains=("test_rejects_fully_masked_query",))
 def probe_fully_masked(student) -> bool:
-    return any(mha_matches(student, FULLY_MASKED2, fill=fill) for fill in (-np.inf, -1e9))
+    return any(mha_matches(student, FULLY_MASKED2, **m) for m in FULLY_MASKED_MISTAKES)
 
 
-@EX.probe("mask-after-softmax")
+@EX.probe("mask-after-softmax",
+          explains=("test_matches_torch_multihead_attention", "test_gradients_match_torch",
+                    "test_causal_later_token_never_changes_earlier_output",
+                    "test_weights_per_head_rows_sum_to_one", "test_per_head_mask_blocks_exactly",
+                    "test_rejects_fully_masked_query"))
 def probe_mask_after(student) -> bool:
     return mha_matches(student, MASK3, when="after")
 
 
-@EX.probe("mask-polarity")
+@EX.probe("mask-polarity",
+          explains=("test_matches_torch_multihead_attention", "test_gradients_match_torch",
+                    "test_causal_later_token_never_changes_earlier_output",
+                    "test_weights_per_head_rows_sum_to_one", "test_per_head_mask_blocks_exactly",
+                    "test_rejects_fully_masked_query"))
 def probe_mask_polarity(student) -> bool:
     return mha_matches(student, MASK3, polarity=False)
 
 
-@EX.probe("head-split-scrambled")
+@EX.probe("head-split-scrambled",
+          explains=("test_matches_torch_multihead_attention", "test_gradients_match_torch",
+                    "test_token_permutation_equivariance",
+                    "test_causal_later_token_never_changes_earlier_output",
+                    "test_per_head_mask_blocks_exactly"))
 def probe_split_scrambled(student) -> bool:
     merges = ("ok", "scrambled")  # with the matching merge, or with the straight one
     return any(mha_matches(student, split="scrambled", merge=merge) for merge in merges)
 
 
-@EX.probe("scale-by-d-model")
+@EX.probe("scale-by-d-model",
+          explains=("test_matches_torch_multihead_attention", "test_gradients_match_torch",
+                    "test_per_head_mask_blocks_exactly"))
 def probe_scale_by_d_model(student) -> bool:
     return mha_matches(student, scale_width=D_MODEL)
 
 
-@EX.probe("head-averaged-weights")
+@EX.probe("scale-missing",
+          explains=("test_matches_torch_multihead_attention", "test_gradients_match_torch",
+                    "test_per_head_mask_blocks_exactly"))
+def probe_scale_missing(student) -> bool:
+    return mha_matches(student, scale_width=1)
+
+
+@EX.probe("head-averaged-weights",
+          explains=("test_matches_torch_multihead_attention", "test_gradients_match_torch",
+                    "test_token_permutation_equivariance",
+                    "test_causal_later_token_never_changes_earlier_output",
+                    "test_weights_per_head_rows_sum_to_one", "test_per_head_mask_blocks_exactly"))
 def probe_head_averaged(student) -> bool:
     return mha_matches(student, average=True)

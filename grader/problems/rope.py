@@ -293,19 +293,21 @@ def probe_answer(student) -> np.ndarray:
     return student.rotary_embedding(PROBE_X, PROBE_POSITIONS)
 
 
-@EX.probe("rope-half-split")
+@EX.probe("rope-half-split", explains=("test_matches_torch_roformer", "test_known_rotations"))
 def probe_half_split(student) -> bool:
     return mistaken(probe_answer(student), torch_rope(PROBE_X, PROBE_POSITIONS),
                     torch_rope(PROBE_X, PROBE_POSITIONS, halves=True))
 
 
-@EX.probe("rope-frequency")
+@EX.probe("rope-frequency", explains=("test_matches_torch_roformer", "test_known_rotations"))
 def probe_frequency(student) -> bool:
     return mistaken(probe_answer(student), torch_rope(PROBE_X, PROBE_POSITIONS),
                     torch_rope(PROBE_X, PROBE_POSITIONS, exponent=1))
 
 
-@EX.probe("rope-ignores-positions")
+@EX.probe("rope-ignores-positions",
+          explains=("test_matches_torch_roformer", "test_position_zero_is_identity",
+                    "test_shifted_chunk_equals_slice_of_full_sequence", "test_known_rotations"))
 def probe_ignores_positions(student) -> bool:
     return mistaken(probe_answer(student), torch_rope(PROBE_X, PROBE_POSITIONS),
                     torch_rope(PROBE_X, np.arange(len(PROBE_POSITIONS))))

@@ -99,13 +99,29 @@ def test_exact_zeros_at_neg_inf(ctx, case):
     assert_close(p, torch_softmax(case.logits, case.axis))
 
 
-@EX.check(points=2, prop="Huge logits do not overflow: [1000, 1000] gives [0.5, 0.5].")
+@EX.check(points=1, prop="Huge logits do not overflow: [1000, 1000] gives [0.5, 0.5].")
 @given(case=logits_and_axis(dtypes=(np.float64,)), offset=st.sampled_from([1e3, -1e3, 1e4]))
 def test_stable_for_huge_logits(ctx, case, offset):
     ctx.show(logits=np.array([1000.0, 1000.0]), axis=-1)
     assert_close(ctx.student.softmax(np.array([1000.0, 1000.0])), [0.5, 0.5])
     ctx.show(logits=case.logits + offset, axis=case.axis)
     got = ctx.student.softmax(case.logits + offset, axis=case.axis)
+    assert_close(got, torch_softmax(case.logits, case.axis))
+
+
+@EX.check(points=1, prop="Slices of very different magnitude are each normalised on their own: "
+                        "[[1000, 1000], [0, 0]] gives [[0.5, 0.5], [0.5, 0.5]].")
+@given(case=logits_and_axis(dtypes=(np.float64,)))
+def test_stable_for_slices_of_different_magnitude(ctx, case):
+    first = np.array([[1000.0, 1000.0], [0.0, 0.0]])
+    ctx.show(logits=first, axis=-1)
+    assert_close(ctx.student.softmax(first, axis=-1), np.full((2, 2), 0.5))
+    # Consecutive slices along `axis` sit 1000 apart: -1000, 0, 1000, -1000, ...
+    slices = np.moveaxis(case.logits, case.axis, -1).shape[:-1]
+    offsets = 1000.0 * (np.arange(int(np.prod(slices))) % 3 - 1).reshape(*slices, 1)
+    logits = case.logits + np.moveaxis(offsets, -1, case.axis)
+    ctx.show(logits=logits, axis=case.axis)
+    got = ctx.student.softmax(logits, axis=case.axis)
     assert_close(got, torch_softmax(case.logits, case.axis))
 
 
@@ -178,11 +194,26 @@ EX.misconception(
          "slice along that axis is normalised on its own.",
 )
 EX.misconception(
+    "softmax-global-shift",
+    mistake="subtracts the maximum of the whole array (np.max(x) with no axis), so a slice far "
+            "below it underflows to 0 / 0 = NaN",
+    hint="subtract each slice's own maximum, np.max(x, axis=axis, keepdims=True): with one "
+         "maximum for the whole array, softmax([[1000, 1000], [0, 0]]) turns the second row into "
+         "exp(-1000) / exp(-1000) = 0 / 0.",
+)
+EX.misconception(
+    "softmax-shift-wrong-axis",
+    mistake="takes the maximum along a fixed axis while summing along `axis`",
+    hint="take the maximum along the same `axis` as the sum: the shift must be one constant per "
+         "slice, and a maximum taken along another axis changes from entry to entry within it.",
+)
+EX.misconception(
     "fully-masked-row",
-    mistake="returns NaN or uniform weights for a row with no allowed entry",
-    hint="a row whose entries are all -inf (every key blocked) has no valid distribution: "
-         "detect it before the softmax and raise ValueError instead of returning NaN or "
-         "spreading the weight evenly.",
+    mistake="returns NaN, uniform weights or the unmasked weights for a row with no allowed entry",
+    hint="a row whose entries are all blocked (all -inf, or a large negative number added to "
+         "every score) has no valid distribution: detect it before the softmax and raise "
+         "ValueError instead of returning NaN, even weights, or the weights the row would have "
+         "unmasked.",
 )
 
 
@@ -192,19 +223,33 @@ def naive_softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     return (e / e.sum(dim=axis, keepdim=True)).numpy()
 
 
+def shifted_softmax(x: np.ndarray, axis: int, shift_axis: int | None) -> np.ndarray:
+    """Normalised along ``axis`` after subtracting the maximum along another ``shift_axis``
+    (None: the global maximum), in torch."""
+    if shift_axis is not None and shift_axis % x.ndim == axis % x.ndim:
+        raise ValueError("a mistaken version needs a mistake")
+    t = torch.from_numpy(np.asarray(x, dtype=np.float64))
+    top = t.max() if shift_axis is None else t.amax(dim=shift_axis, keepdim=True)
+    e = (t - top).exp()
+    return (e / e.sum(dim=axis, keepdim=True)).numpy()
+
+
 def fully_masked_versions(scores: np.ndarray) -> list[np.ndarray]:
     """The two usual results for an all -inf row: NaN (no check) or uniform (-1e9 fill)."""
     return [softmax_unchecked(scores),
             softmax_unchecked(np.where(np.isneginf(scores), -1e9, scores))]
 
 
-@EX.probe("softmax-overflow")
+@EX.probe("softmax-overflow",
+          explains=("test_stable_for_huge_logits", "test_stable_for_slices_of_different_magnitude"))
 def probe_overflow(student) -> bool:
     logits = np.array([[1000.0, 999.0], [-1000.0, -1001.0]])
     return matches(student.softmax(logits, axis=-1), naive_softmax(logits, -1))
 
 
-@EX.probe("softmax-wrong-axis")
+@EX.probe("softmax-wrong-axis",
+          explains=("test_slices_sum_to_one", "test_matches_torch_softmax",
+                    "test_stable_for_huge_logits", "test_stable_for_slices_of_different_magnitude"))
 def probe_wrong_axis(student) -> bool:
     logits = 3.0 * grid(2, 3, 4)
     for axis in (0, 1, -1):
@@ -215,7 +260,26 @@ def probe_wrong_axis(student) -> bool:
     return False
 
 
-@EX.probe("fully-masked-row")
+@EX.probe("softmax-global-shift", explains=("test_stable_for_slices_of_different_magnitude",))
+def probe_global_shift(student) -> bool:
+    # The second row sits 800 below the first: one global shift underflows it to 0 / 0.
+    logits = np.array([[800.0, 799.0, 798.5], [0.5, -0.5, 0.0]])
+    return matches(student.softmax(logits, axis=-1), shifted_softmax(logits, -1, None))
+
+
+@EX.probe("softmax-shift-wrong-axis",
+          explains=("test_matches_torch_softmax", "test_stable_for_slices_of_different_magnitude"))
+def probe_shift_wrong_axis(student) -> bool:
+    logits = 3.0 * grid(2, 3, 4)
+    for axis in (0, 1, 2):
+        got = student.softmax(logits, axis=axis)
+        if any(matches(got, shifted_softmax(logits, axis, other))
+               for other in (0, 1, 2) if other != axis):
+            return True
+    return False
+
+
+@EX.probe("fully-masked-row", explains=("test_rejects_fully_masked_slice",))
 def probe_fully_masked(student) -> bool:
     logits = np.array([[0.0, 1.0, 2.0], [-np.inf, -np.inf, -np.inf]])
     got = student.softmax(logits, axis=-1)

@@ -169,7 +169,10 @@ EX.misconception(
 )
 
 
-@EX.probe("softmax-backward-diagonal")
+@EX.probe("softmax-backward-diagonal",
+          explains=("test_matches_torch_autograd", "test_matches_finite_differences",
+                    "test_sums_to_zero_along_axis", "test_two_position_example",
+                    "test_uses_the_given_axis", "test_float32_inputs"))
 def probe_diagonal(student) -> bool:
     p = softmax_unchecked(np.array([0.1, 0.5, -0.3, 1.0]))
     g = np.array([1.0, -2.0, 0.5, 0.25])

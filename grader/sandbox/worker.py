@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import dis
 import importlib
 import importlib.util
 import socket
@@ -306,7 +307,21 @@ def load_exercise(folder: Path, exercise: str, package: str,
     return module
 
 
-def _describe(error: BaseException, folder: Path) -> dict[str, Any]:
+def _raised_by(error: BaseException, path: Path) -> bool:
+    """``error`` comes from a ``raise`` statement in the file ``path`` (a stub's own), not from
+    a call that failed inside a library: torch's C++ code raises NotImplementedError too
+    ("max_values_cpu" not implemented for 'ComplexDouble'), with the caller's frame last."""
+    tb = error.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    code, at = tb.tb_frame.f_code, tb.tb_lasti
+    raised = code.co_code[at] == dis.opmap["RAISE_VARARGS"] and code.co_code[at + 1] > 0
+    return raised and Path(code.co_filename).resolve() == path.resolve()
+
+
+def _describe(error: BaseException, folder: Path, exercise: str) -> dict[str, Any]:
     frames = [
         f"{Path(f.filename).name} line {f.lineno}, in {f.name}: {(f.line or '').strip()}"
         for f in traceback.extract_tb(error.__traceback__)
@@ -316,7 +331,8 @@ def _describe(error: BaseException, folder: Path) -> dict[str, Any]:
         "type": type(error).__name__,
         "message": str(error)[:1000],
         "value_error": isinstance(error, ValueError),
-        "not_implemented": isinstance(error, NotImplementedError),
+        "not_implemented": isinstance(error, NotImplementedError)
+                           and _raised_by(error, folder / f"{exercise}.py"),
         "bad_return": isinstance(error, BadReturn),
         "where": frames[-3:],
     }
@@ -369,7 +385,8 @@ def serve(sock: socket.socket, config: dict[str, Any]) -> None:
             reply({"fatal": "the code ran out of memory (MemoryError)"})
             return
         except BaseException as error:  # the student's exception, reported as data
-            message = {"ok": False, "error": _describe(error, session.folder)}
+            message = {"ok": False,
+                       "error": _describe(error, session.folder, session.exercise)}
         if session.guard.violation is not None:
             reply({"fatal": session.guard.violation})
             return
