@@ -155,9 +155,9 @@ def summarize(rows: list[Row], course: Course, *, hints: dict[str, str] | None =
             [r.bonus[name] for r in graded if r.bonus.get(name) is not None],  # type: ignore[misc]
             _points(course, name, rows))}
     for name, entry in exercises.items():
-        errors = {r.student: r.results["instructor"]["errors"][name] for r in graded
-                  if name in r.results.get("instructor", {}).get("errors", {})}  # type: ignore[union-attr]
-        entry["errors"] = errors
+        entry["errors"] = {r.student: why for r in graded
+                           for n, why in (r.results or {}).get("instructor", {})
+                           .get("errors", {}).items() if n == name}
     statuses: dict[str, list[str]] = {}
     for row in rows:
         statuses.setdefault(status_key(row.status), []).append(row.student)
@@ -189,7 +189,7 @@ def _checks(graded: list[Row]) -> dict[str, Any]:
     A bonus check counts only the students who attempted its exercise."""
     checks: dict[str, Any] = {}
     for row in graded:
-        for test in row.results["tests"]:  # type: ignore[index]
+        for test in (row.results or {}).get("tests", []):
             tags = test.get("tags") or [test["name"].split(":")[0]]
             bonus = "bonus" in tags
             if not _attempted(row, tags[0], bonus):
@@ -212,7 +212,7 @@ def _checks(graded: list[Row]) -> dict[str, Any]:
 def _misconceptions(graded: list[Row], hints: dict[str, str]) -> dict[str, Any]:
     found: dict[str, dict[str, Any]] = {}
     for row in graded:
-        extra = row.results["extra_data"]  # type: ignore[index]
+        extra = (row.results or {}).get("extra_data", {})
         parts = [(n, e, False) for n, e in extra.get("exercises", {}).items()] + [
             (n, e, True) for n, e in extra.get("bonus", {}).items()]
         for name, entry, bonus in parts:

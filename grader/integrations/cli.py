@@ -211,6 +211,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["bench"] and argv[1:2] not in (["-h"], ["--help"]):
+        # argparse's REMAINDER does not take options that come first (bench --class-only)
+        return _bench(argparse.Namespace(rest=argv[1:]))
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
