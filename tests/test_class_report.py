@@ -11,6 +11,7 @@ import csv
 import hashlib
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -247,9 +248,10 @@ def test_report_opens_in_chromium_without_errors_and_its_plots_render(graded, br
             assert plot["width"] > 100 and plot["height"] > 20, (name, plot)
             assert plot["sized"] > 0 and plot["painted"] == plot["sized"], (name, plot)
     assert page["screenshot"].startswith(b"\x89PNG")
-    # The hostile folder name is shown as text, not run as markup.
+    # The hostile folder name is shown as text, not run as markup; nothing is fetched.
     html = (graded["out"] / "report" / "index.html").read_text()
     assert "&lt;img src=x onerror=" in html and "<img" not in html
+    assert not re.search(r"<script|<link|<[a-z][^>]*\b(src|href)=|url\(|@import", html)
 
 
 def test_the_browser_check_catches_a_broken_page(tmp_path, browser):
