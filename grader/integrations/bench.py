@@ -8,7 +8,9 @@ for ``nbgrader autograde`` next to seconds per submission for ``python -m grader
 Then ``class_scale``: a generated class (correct, wrong and hostile submissions) graded with
 ``python -m grader batch --jobs 2``: submissions per minute, peak memory of the whole process
 tree (PSS, so pages shared after fork count once), and the time per submission as a ratio to
-one ``python -m grader grade``. Target: 200 submissions in under 5 minutes on 2 cores.
+one ``python -m grader grade``. Target: 200 submissions in under 5 minutes on 2 cores. Then
+the class report built from the batch's ``--json-dir`` (``python -m grader report``), as a share
+of the batch's wall time. Target: under 5%.
 """
 
 from __future__ import annotations
@@ -132,7 +134,8 @@ def class_scale(size: int = 200, jobs: int = 2) -> dict[str, float]:
         folder.mkdir()
         kinds = make_class(folder, size)
         command = [sys.executable, "-m", "grader", "batch", str(folder), "--csv",
-                   str(Path(tmp) / "grades.csv"), "--jobs", str(jobs)]
+                   str(Path(tmp) / "grades.csv"), "--json-dir", str(Path(tmp) / "json"),
+                   "--jobs", str(jobs)]
         start = time.perf_counter()
         process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL)
         peak = [0]
@@ -151,8 +154,13 @@ def class_scale(size: int = 200, jobs: int = 2) -> dict[str, float]:
         sampler.join()
         with open(Path(tmp) / "grades.csv", newline="") as handle:
             graded = sum(row["status"] == "graded" for row in csv.DictReader(handle))
+        report = seconds([sys.executable, "-m", "grader", "report", str(Path(tmp) / "json"),
+                          "--csv", str(Path(tmp) / "grades.csv"), "--out",
+                          str(Path(tmp) / "report")], repeats=1)
+        summary = json.loads((Path(tmp) / "report" / "summary.json").read_text())
     per_submission = wall * jobs / size
     figures = {"size": size, "jobs": jobs, "wall": wall, "per_minute": size / wall * 60,
+               "report": report, "report_share": report / wall,
                "peak_mib": peak[0] / (1 << 20), "single": single,
                "ratio": per_submission / single, "cpu_per_submission": cpu / size,
                "single_cpu": single_cpu, "cpu_ratio": cpu / size / single_cpu}
@@ -168,6 +176,10 @@ def class_scale(size: int = 200, jobs: int = 2) -> dict[str, float]:
     print(f"CPU per submission:     {cpu / size:6.2f} s, against {single_cpu:.2f} s for one "
           f"`grader grade` ({figures['cpu_ratio']:.2f}x)")
     print(f"projected for 200 on {jobs} idle cores: {200 * cpu / size / jobs:6.0f} s")
+    print(f"class report:           {report:6.2f} s, {100 * report / wall:.1f}% of the batch "
+          "time (target < 5%; `grader report` from its --json-dir, a fresh process)")
+    top = ", ".join(f"{m} {e['count']}" for m, e in list(summary["misconceptions"].items())[:3])
+    print(f"top misconceptions:     {top or 'none'}")
     return figures
 
 

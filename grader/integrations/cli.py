@@ -43,16 +43,39 @@ def _grade(args: argparse.Namespace) -> int:
 
 def _batch(args: argparse.Namespace) -> int:
     from ..core import engine
-    from . import batch
+    from . import batch, class_report, exports
 
     course = load(args.course)
+    try:  # before grading: a bad roster or export costs nothing
+        roster = exports.load_for(args.export, args.roster)
+    except exports.RosterError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     rows = batch.run(args.dir, jobs=args.jobs, limits=_limits(args), course=course,
                      key_folder=None if args.no_key else engine.DEFAULT_KEY)
-    batch.write_csv(rows, args.csv, course)
+    if roster is None:
+        batch.write_csv(rows, args.csv, course)
     if args.json_dir:
         batch.write_json(rows, args.json_dir)
+    class_report.finish(rows, course, report_dir=args.report, roster=roster, csv_path=args.csv,
+                        exports=args.export, assignment=args.assignment)
     graded = sum(row.status == "graded" for row in rows)
     print(f"{graded} of {len(rows)} submissions graded; wrote {args.csv}", file=sys.stderr)
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from . import class_report, exports
+
+    course = load(args.course)
+    try:
+        roster = exports.load_for(args.export, args.roster)
+        rows = class_report.load_rows(args.json_dir, args.csv)
+    except (OSError, ValueError) as error:  # RosterError is a ValueError
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    class_report.finish(rows, course, report_dir=args.out, roster=roster,
+                        exports=args.export, assignment=args.assignment)
     return 0
 
 
@@ -106,6 +129,18 @@ def _limit_options(parser: argparse.ArgumentParser) -> None:
                         help="GiB a worker may allocate (default 4)")
 
 
+def _class_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--roster", metavar="FILE",
+                        help="CSV with header folder,id,name,email (more columns kept): maps "
+                             "submission folders to students")
+    parser.add_argument("--export", nargs=2, action="append", metavar=("KIND", "FILE"),
+                        help="write a gradebook import: canvas or gradescope (needs --roster; "
+                             "repeatable)")
+    parser.add_argument("--assignment", default="attention", metavar="TITLE",
+                        help="the gradebook's assignment column (default attention; Canvas "
+                             "matches 'Title (id)' to an existing assignment)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m grader", description=__doc__)
     common = argparse.ArgumentParser(add_help=False)
@@ -134,7 +169,20 @@ def build_parser() -> argparse.ArgumentParser:
                       help="submissions graded at once (default: the number of CPUs)")
     _limit_options(many)
     many.add_argument("--no-key", action="store_true", help="ignore solutions/ even if present")
+    many.add_argument("--report", metavar="DIR",
+                      help="write the class report here (index.html, summary.json, summary.md)")
+    _class_options(many)
     many.set_defaults(func=_batch)
+
+    report = sub.add_parser("report", parents=[common],
+                            help="the class report from an earlier batch's --json-dir")
+    report.add_argument("json_dir", metavar="JSON_DIR", help="batch --json-dir output")
+    report.add_argument("--out", required=True, metavar="DIR",
+                        help="write index.html, summary.json and summary.md here")
+    report.add_argument("--csv", metavar="FILE",
+                        help="the batch's CSV: adds the students without a JSON (not graded)")
+    _class_options(report)
+    report.set_defaults(func=_report)
 
     stubs = sub.add_parser("stubs", parents=[common], help="regenerate exercises/ from solutions/")
     stubs.set_defaults(func=_stubs)
@@ -166,6 +214,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["bench"] and argv[1:2] not in (["-h"], ["--help"]):
+        # argparse's REMAINDER does not take options that come first (bench --class-only)
+        return _bench(argparse.Namespace(rest=argv[1:]))
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))

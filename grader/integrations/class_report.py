@@ -1,0 +1,343 @@
+"""What the class got wrong: ``summary.json``, ``summary.md`` and ``index.html`` from a batch.
+
+``python -m grader batch DIR --csv grades.csv --report OUT`` builds it from the rows just
+graded; ``python -m grader report JSON_DIR [--csv grades.csv] --out OUT`` from an earlier
+``--json-dir`` (the CSV adds the students who have no JSON: those not graded).
+
+``summary.json`` holds ``class`` (counts), ``total`` and ``exercises.<name>`` (mean, median,
+min, max and a histogram of the scores of the students graded), ``checks.<test name>`` (pass
+rate and who failed), ``misconceptions.<id>`` (count, students, exercises, hint: most
+common first), ``statuses.<key>`` (count, students), ``not_graded`` (student -> why) and, with
+a roster, ``roster`` (its problems). Everything is a function of the rows: no dates, no
+timings, fixed orders, so a rerun writes identical bytes.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import re
+import statistics
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from ..core.course import Course, number
+from .batch import Row
+
+CHECKS_SHOWN = 12  # the lowest pass rates the page and the tables show
+
+
+# -- statuses ---------------------------------------------------------------------------------
+_REASONS = (  # (pattern in a lowercased "not graded: ..." detail, key), first match wins
+    (r"time limit|timed out|timeout", "timeout"),
+    (r"killed by signal|exited with code|grader error|crash", "crashed"),
+    (r"out of memory|memory", "out of memory"),
+    (r"empty", "empty"),
+    (r"not a folder", "not a folder"),
+    (r"more than .*mib|too (big|large)", "too large"),
+)
+
+
+def status_key(status: str) -> str:
+    """A short, stable key for a row's status: ``graded``, ``timeout``, ``crashed``, ``empty``...
+
+    ``not graded: <why>`` is keyed by what the reason says; any other status by its first word
+    group (``empty``, ``timeout: 60 s`` -> ``timeout``), so statuses added later get keys too.
+    """
+    text = status.strip()
+    lowered = text.lower()
+    if lowered.startswith("not graded"):
+        detail = lowered.partition(":")[2]
+        return next((key for pattern, key in _REASONS if re.search(pattern, detail)),
+                    "not graded")
+    return lowered.partition(":")[0].strip() or "unknown"
+
+
+# -- reading earlier results ------------------------------------------------------------------
+def row_from_json(student: str, results: dict[str, Any]) -> Row:
+    """The batch row a ``<student>.json`` (results.json + instructor output) stands for."""
+    extra = results.get("extra_data", {})
+    scores = {n: e["score"] for n, e in extra.get("exercises", {}).items()}
+    bonus = {n: e["score"] if e.get("attempted") else None
+             for n, e in extra.get("bonus", {}).items()}
+    return Row(student, "graded", scores, results.get("score"), bonus, results)
+
+
+def load_rows(json_dir: str | os.PathLike[str],
+              csv_path: str | os.PathLike[str] | None = None) -> list[Row]:
+    """Rows from ``--json-dir`` output, plus the CSV's students without a JSON (sorted)."""
+    folder = Path(json_dir)
+    if not folder.is_dir():
+        raise ValueError(f"{folder} is not a folder of <student>.json files")
+    rows: dict[str, Row] = {}
+    for path in sorted(folder.glob("*.json")):
+        try:
+            rows[path.stem] = row_from_json(path.stem, json.loads(path.read_text()))
+        except (ValueError, KeyError, TypeError, AttributeError) as error:
+            rows[path.stem] = Row(path.stem, f"not graded: unreadable results ({error})")
+    if csv_path is not None:
+        with open(csv_path, newline="", encoding="utf-8") as handle:
+            for line in csv.DictReader(handle):
+                student = line.get("student", "")
+                if student in rows or not student or student == "Points Possible":
+                    continue
+                status = line.get("status") or "unknown"
+                if status == "graded":  # graded, but its JSON is not in json_dir
+                    status = f"not graded: no {student}.json in {folder.name}"
+                if status != "no submission":  # a roster entry, not a submission
+                    rows[student] = Row(student, status)
+    return [rows[name] for name in sorted(rows)]
+
+
+# -- the summary ------------------------------------------------------------------------------
+def histogram(scores: list[float], possible: float) -> list[dict[str, float]]:
+    """Counts per bin: ``low <= score < high``, a width of 1, 2, 5, 10... points (at most 25
+    bins), and a last bin ``low == high == possible`` for full marks alone."""
+    if possible <= 0:
+        return [{"low": 0, "high": 0, "count": len(scores)}]
+    width = next(w for w in (1, 2, 5, 10, 20, 50, 100, 1000, math.inf)
+                 if possible / w <= 25)
+    if width == math.inf:  # a very large maximum: ten equal bins
+        width = possible / 10
+    bins = math.ceil(possible / width - 1e-9)
+    counts = [0] * (bins + 1)
+    for score in scores:
+        counts[bins if score >= possible else min(int(max(score, 0) // width), bins - 1)] += 1
+    edges = [number(min(i * width, possible)) for i in range(bins + 1)] + [number(possible)]
+    return [{"low": edges[i], "high": edges[i + 1], "count": counts[i]}
+            for i in range(bins + 1)]
+
+
+def _distribution(scores: list[float], possible: float) -> dict[str, Any]:
+    stats: dict[str, Any] = {"points_possible": number(possible), "graded": len(scores)}
+    if scores:
+        stats |= {"mean": number(statistics.fmean(scores)),
+                  "median": number(statistics.median(scores)),
+                  "min": number(min(scores)), "max": number(max(scores)),
+                  "full_marks": sum(s >= possible for s in scores)}
+    return stats | {"histogram": histogram(scores, possible)}
+
+
+def _names(course: Course, rows: list[Row], track: str) -> list[str]:
+    """The course's exercises of ``track``, then any other the results hold (another course)."""
+    names = list(course.names(track))
+    for row in rows:
+        names += [n for n in (row.scores if track == "core" else row.bonus) if n not in names]
+    return names
+
+
+def _points(course: Course, name: str, rows: list[Row]) -> float:
+    try:
+        return course.points(name)
+    except (KeyError, ValueError):  # not in this course: the results say what it was out of
+        for row in rows:
+            extra = (row.results or {}).get("extra_data", {})
+            for part in ("exercises", "bonus"):
+                if name in extra.get(part, {}):
+                    return extra[part][name]["max_score"]
+        return 0
+
+
+def summarize(rows: list[Row], course: Course, *, hints: dict[str, str] | None = None,
+              roster_issues: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The class summary (see the module docstring) of ``rows`` sorted by student."""
+    graded = [r for r in rows if r.status == "graded" and r.results is not None]
+    core, bonus = _names(course, rows, "core"), _names(course, rows, "bonus")
+    exercises: dict[str, Any] = {}
+    for name in core:
+        exercises[name] = {"track": "core", **_distribution(
+            [r.scores[name] for r in graded if name in r.scores], _points(course, name, rows))}
+    for name in bonus:
+        exercises[name] = {"track": "bonus", **_distribution(
+            [r.bonus[name] for r in graded if r.bonus.get(name) is not None],  # type: ignore[misc]
+            _points(course, name, rows))}
+    for name, entry in exercises.items():
+        entry["errors"] = {r.student: why for r in graded
+                           for n, why in (r.results or {}).get("instructor", {})
+                           .get("errors", {}).items() if n == name}
+    statuses: dict[str, list[str]] = {}
+    for row in rows:
+        statuses.setdefault(status_key(row.status), []).append(row.student)
+    summary: dict[str, Any] = {
+        "class": {"students": len(rows), "graded": len(graded),
+                  "points_possible": number(course.total("core")),
+                  "core": core, "bonus": bonus},
+        "total": _distribution([r.total for r in graded if r.total is not None],
+                               course.total("core")),
+        "exercises": exercises,
+        "checks": _checks(graded),
+        "misconceptions": _misconceptions(graded, hints or {}),
+        "statuses": {key: {"count": len(who), "students": who} for key, who in
+                     sorted(statuses.items(), key=lambda kv: (kv[0] != "graded", -len(kv[1]),
+                                                               kv[0]))},
+        "not_graded": {r.student: r.status for r in rows if r.status != "graded"},
+    }
+    if roster_issues is not None:
+        summary["roster"] = roster_issues
+    return summary
+
+
+def _attempted(row: Row, exercise: str, bonus: bool) -> bool:
+    return not bonus or row.bonus.get(exercise) is not None
+
+
+def _checks(graded: list[Row]) -> dict[str, Any]:
+    """Per check (results.json test name): how many took it, passed, the rate, who failed.
+    A bonus check counts only the students who attempted its exercise."""
+    checks: dict[str, Any] = {}
+    for row in graded:
+        for test in (row.results or {}).get("tests", []):
+            tags = test.get("tags") or [test["name"].split(":")[0]]
+            bonus = "bonus" in tags
+            if not _attempted(row, tags[0], bonus):
+                continue
+            entry = checks.setdefault(test["name"], {
+                "exercise": tags[0], "track": "bonus" if bonus else "core",
+                "visibility": test.get("visibility", "visible"),
+                "points_possible": test.get("max_score", 0),
+                "students": 0, "passed": 0, "failed_students": []})
+            entry["students"] += 1
+            if test.get("status") == "passed":
+                entry["passed"] += 1
+            else:
+                entry["failed_students"].append(row.student)
+    for entry in checks.values():
+        entry["pass_rate"] = round(entry["passed"] / entry["students"], 4)
+    return checks
+
+
+def _misconceptions(graded: list[Row], hints: dict[str, str]) -> dict[str, Any]:
+    found: dict[str, dict[str, Any]] = {}
+    for row in graded:
+        extra = (row.results or {}).get("extra_data", {})
+        parts = [(n, e, False) for n, e in extra.get("exercises", {}).items()] + [
+            (n, e, True) for n, e in extra.get("bonus", {}).items()]
+        for name, entry, bonus in parts:
+            if not _attempted(row, name, bonus):
+                continue
+            for mid in entry.get("misconceptions", []):
+                item = found.setdefault(mid, {"students": [], "exercises": {}})
+                if row.student not in item["students"]:
+                    item["students"].append(row.student)
+                item["exercises"][name] = item["exercises"].get(name, 0) + 1
+    ranked = sorted(found.items(), key=lambda kv: (-len(kv[1]["students"]), kv[0]))
+    return {mid: {"count": len(item["students"]), "students": item["students"],
+                  "exercises": item["exercises"],
+                  "hint": hints.get(mid, "(not in this kit's catalog of misconceptions)")}
+            for mid, item in ranked}
+
+
+def lowest_checks(summary: dict[str, Any], count: int = CHECKS_SHOWN) -> list[tuple[str, Any]]:
+    """The checks with the lowest pass rates (ties: the course's order), failing ones only."""
+    order = list(summary["checks"])
+    failing = [(n, c) for n, c in summary["checks"].items() if c["passed"] < c["students"]]
+    return sorted(failing, key=lambda nc: (nc[1]["pass_rate"], order.index(nc[0])))[:count]
+
+
+def catalog_hints() -> dict[str, str]:
+    """Every misconception's hint, by id (imports the exercises)."""
+    from ..core.diagnose import catalog
+
+    return {mid: m.hint for mid, m in catalog().items()}
+
+
+# -- summary.md -------------------------------------------------------------------------------
+def _cell(value: Any) -> str:
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def _table(head: list[str], lines: list[list[Any]]) -> list[str]:
+    return ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|",
+            *("| " + " | ".join(_cell(c) for c in line) + " |" for line in lines)]
+
+
+def _few(names: list[str], limit: int = 6) -> str:
+    more = len(names) - limit
+    return ", ".join(names[:limit]) + (f" and {more} more" if more > 0 else "")
+
+
+def markdown(summary: dict[str, Any]) -> str:
+    """The summary in a few tables, for a terminal or an email."""
+    klass, total = summary["class"], summary["total"]
+    lines = ["# Class report", "",
+             f"{klass['students']} submissions, {klass['graded']} graded. Total out of "
+             f"{klass['points_possible']}: mean {total.get('mean', '-')}, median "
+             f"{total.get('median', '-')}.", "", "## Statuses", ""]
+    lines += _table(["status", "students", "who"], [
+        [key, s["count"], "" if key == "graded" else _few(s["students"])]
+        for key, s in summary["statuses"].items()])
+    lines += ["", "## Scores per exercise", ""]
+    lines += _table(["exercise", "track", "points", "graded", "mean", "median", "full marks",
+                     "not graded"], [
+        [name, e["track"], e["points_possible"], e["graded"], e.get("mean", "-"),
+         e.get("median", "-"), e.get("full_marks", "-"), len(e["errors"])]
+        for name, e in summary["exercises"].items()])
+    lines += ["", "## Most common misconceptions", ""]
+    lines += _table(["misconception", "students", "exercises", "hint"], [
+        [mid, m["count"], ", ".join(m["exercises"]), m["hint"]]
+        for mid, m in summary["misconceptions"].items()]) if summary["misconceptions"] else [
+        "None diagnosed."]
+    lines += ["", "## Checks with the lowest pass rates", ""]
+    worst = lowest_checks(summary)
+    lines += _table(["check", "passed", "pass rate", "failed by"], [
+        [name, f"{c['passed']}/{c['students']}", f"{100 * c['pass_rate']:.0f}%",
+         _few(c["failed_students"], 4)] for name, c in worst]) if worst else [
+        "Every check passed for every student."]
+    if summary["not_graded"]:
+        lines += ["", "## Not graded", ""]
+        lines += _table(["student", "status"], [[s, why] for s, why in
+                                                 summary["not_graded"].items()])
+    if summary.get("roster"):
+        from .exports import issue_lines
+
+        problems = issue_lines(summary["roster"])
+        lines += ["", "## Roster", ""] + ([f"- {p}" for p in problems] or [
+            "Every submission folder is in the roster, once, and every entry submitted."])
+    return "\n".join(lines) + "\n"
+
+
+# -- writing ----------------------------------------------------------------------------------
+def write(summary: dict[str, Any], out: str | os.PathLike[str]) -> list[Path]:
+    """Write ``summary.json``, ``summary.md`` and ``index.html`` into ``out``."""
+    from .class_page import render
+
+    target = Path(out)
+    target.mkdir(parents=True, exist_ok=True)
+    files = {"summary.json": json.dumps(summary, indent=2, ensure_ascii=False) + "\n",
+             "summary.md": markdown(summary), "index.html": render(summary)}
+    for name, text in files.items():
+        (target / name).write_text(text, encoding="utf-8")
+    return [target / name for name in files]
+
+
+def build(rows: list[Row], course: Course, out: str | os.PathLike[str], *,
+          roster_issues: dict[str, Any] | None = None) -> list[Path]:
+    """Summarize ``rows`` (hints from the kit's catalog) and write the three files."""
+    summary = summarize(rows, course, hints=catalog_hints(), roster_issues=roster_issues)
+    return write(summary, out)
+
+
+def finish(rows: list[Row], course: Course, *, report_dir: str | None = None,
+           roster: Any = None, csv_path: str | None = None,
+           exports: list[tuple[str, str]] | None = None, assignment: str = "attention",
+           stream: TextIO = sys.stderr) -> None:
+    """After grading (or reading earlier results): match the roster (its problems printed),
+    write the roster-aware CSV, the gradebook exports and the report, each named on stderr."""
+    from . import exports as gradebook
+
+    found = gradebook.match(roster, rows) if roster is not None else None
+    if found is not None:
+        for line in gradebook.issue_lines(found.issues):
+            print(f"roster: {line}", file=stream)
+        if csv_path:
+            gradebook.write_csv(found, csv_path, course)
+        for kind, path in exports or []:
+            gradebook.write_export(kind, found, path, course, assignment)
+            print(f"wrote {path} ({kind} gradebook import)", file=stream)
+    if report_dir:
+        written = build(rows, course, report_dir,
+                        roster_issues=found.issues if found is not None else None)
+        print(f"wrote {', '.join(str(p) for p in written)}", file=stream)
