@@ -27,8 +27,9 @@ from grader.integrations.bench import WRONG, make_class
 
 SIZE = 200
 SCREENSHOTS = KIT / "build" / "screenshots"
-HOSTILE_NAME = "<img src=x onerror=console.error(document.title)>.txt"  # a file, not a folder
-PLANTED = {"softmax.py": "softmax-overflow"}  # WRONG's mistakes that have a misconception id
+HOSTILE_NAME = "<img src=x onerror=console.error(document.title)>"  # an empty folder
+PLANTED = {"softmax.py": "softmax-overflow",  # WRONG's mistakes that have a misconception id
+           "attention.py": "scale-missing"}
 FILES = ("summary.json", "summary.md", "index.html")
 
 
@@ -57,7 +58,7 @@ def graded(tmp_path_factory):
     distinct = root / "distinct"
     for student in set(representative.values()):
         shutil.copytree(root / "class" / student, distinct / student)
-    (distinct / HOSTILE_NAME).write_text("not a submission folder\n")
+    (distinct / HOSTILE_NAME).mkdir()
     reps = sorted(representative.values())
     with open(root / "roster.csv", "w", newline="") as handle:
         writer = csv.writer(handle)
