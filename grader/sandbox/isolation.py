@@ -87,6 +87,7 @@ class Zygote:
         self.folder = tempfile.mkdtemp(prefix="attention-kit-zygote-")  # 0700: root's alone
         self.path = os.path.join(self.folder, "socket")
         self.owner = os.getpid()
+        self.mounts = _mount_namespace()
         sources = {name: (SANDBOX / f"{name}.py").read_text()
                    for name in ("protocol", "confine", "worker", "zygote")}
         self.log = tempfile.TemporaryFile()
@@ -137,6 +138,9 @@ class Zygote:
             raise RuntimeError(f"the zygote refused a worker: {reply.get('error')}")
 
     def close(self) -> None:
+        for sock in self._connections.values():
+            sock.close()
+        self._connections.clear()
         if os.getpid() != self.owner:
             return
         with contextlib.suppress(Exception):
@@ -144,6 +148,9 @@ class Zygote:
             self.process.wait(timeout=5)
         with contextlib.suppress(Exception):
             self.process.kill()
+        for stream in (self.process.stdout, self.log):
+            with contextlib.suppress(Exception):
+                stream.close()
         with contextlib.suppress(OSError):
             os.unlink(self.path)
             os.rmdir(self.folder)
@@ -152,10 +159,19 @@ class Zygote:
 _ZYGOTE: Zygote | None = None
 
 
+def _mount_namespace() -> str:
+    with contextlib.suppress(OSError):
+        return os.readlink("/proc/self/ns/mnt")
+    return ""
+
+
 def zygote() -> Zygote:
-    """This run's zygote, started on first use (a forked child shares its parent's)."""
+    """This run's zygote, started on first use. A forked child shares its parent's, unless it
+    has since entered a mount namespace of its own (to hide a course folder, say): workers
+    must see what their grading process sees, not what its parent saw."""
     global _ZYGOTE
-    if _ZYGOTE is None or _ZYGOTE.process.poll() is not None:
+    if (_ZYGOTE is None or _ZYGOTE.process.poll() is not None
+            or _ZYGOTE.mounts != _mount_namespace()):
         _ZYGOTE = Zygote()
         atexit.register(_ZYGOTE.close)
     return _ZYGOTE
