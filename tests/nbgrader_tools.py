@@ -296,6 +296,7 @@ def isolated_course(base: Path, template: Path) -> tuple[Path, str]:
     submit(root, "two_wrong", two_wrong(release, key), timestamp=LATE)
     submit(root, "hostile", hostile(release, key, root))
     submit(root, "mangled", mangled(release, key))
+    submit(root, "bare", {"cells": [cells(with_answers(release, key))["kv_cache"]]})
     submit(root, "missing", None)
     submit(root, "not_json", '{"cells": [')
     printed = run([sys.executable, "-m", "grader", "nbgrader", "autograde", "--course",

@@ -29,7 +29,7 @@ from submission_tools import CORE, COURSE
 from grader.integrations import hide, kernel, notebook
 from grader.integrations.nbgrader_gradebook import Submission, cell_outputs
 
-GRADED = ("key", "two_wrong", "hostile", "mangled")
+GRADED = ("key", "two_wrong", "hostile", "mangled", "bare")
 
 
 @pytest.fixture(scope="module")
@@ -65,6 +65,8 @@ def test_key_scores_100_wrong_its_file_score_hostile_its_honest_score(
     assert scores["hostile"] == COURSE.points("softmax")
     # The mangled notebook: softmax's cell deleted (0), kv_cache's answered last (its points).
     assert scores["mangled"] == COURSE.points("kv_cache")
+    # Only kv_cache's answer cell, in JSON nbformat cannot read: graded all the same.
+    assert scores["bare"] == COURSE.points("kv_cache")
     assert scores["missing"] == scores["not_json"] == 0.0
 
 
@@ -89,10 +91,14 @@ def test_every_student_gets_a_status(isolated_course: tuple[Path, str]) -> None:
     assert statuses["hostile"] == "graded"
     assert statuses["mangled"] == ("answer cell deleted: softmax; duplicated answer cell: "
                                    "kv_cache (the last one graded)")
+    assert statuses["bare"].startswith("answer cell deleted: softmax, softmax_backward, ")
+    assert statuses["bare"].endswith("; test cells deleted: softmax_tests, softmax_hidden_tests "
+                                     "and 10 more: its answer cells are shown in a copy of the "
+                                     "release")
     assert statuses["missing"] == "missing notebook"
     assert statuses["not_json"] == "not a notebook (invalid JSON)"
     assert "bystander" not in statuses
-    assert "4 of 6 notebooks graded" in isolated_course[1]
+    assert "5 of 7 notebooks graded" in isolated_course[1]
 
 
 def test_deleted_answer_cell_scores_zero_and_says_why(isolated: Path) -> None:

@@ -202,6 +202,7 @@ def autograde(course_dir: str | os.PathLike[str], assignment: str = nbfile.ASSIG
         layout = read_layout(gb, assignment)
     course = course or load(layout.course_file)
     check_course(layout, course)
+    layout.answers = [name for name in course.names() if name in layout.answers]  # in order
     key = Path(key_folder)
     if not all((key / f"{name}.py").is_file() for name in layout.answers):
         raise AutogradeError(f"the answer key is not in {key}: the hidden test cells need it")

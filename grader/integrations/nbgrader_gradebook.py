@@ -155,27 +155,54 @@ def _sanitized(nb: Any, config: Any, resources: dict[str, Any]) -> Any:
         OverwriteKernelspec,
     )
 
-    for step in (ClearOutput(config=config), DeduplicateIds(config=config),
-                 OverwriteKernelspec(config=config),
-                 OverwriteCells(config=config, add_missing_cells=True),
+    for step in (ClearOutput(config=config), DeduplicateIds(config=config)):
+        nb, resources = step.preprocess(nb, resources)
+    for cell in nb.cells:
+        # DeduplicateIds leaves the extra copies an empty "nbgrader" entry, which
+        # CheckCellMetadata then rejects as an outdated schema, stopping nbgrader's whole
+        # autograde: make them plain cells instead.
+        if cell.metadata.get("nbgrader") == {}:
+            del cell.metadata["nbgrader"]
+    for step in (OverwriteKernelspec(config=config), OverwriteCells(config=config),
                  CheckCellMetadata(config=config)):
         nb, resources = step.preprocess(nb, resources)
+    return nb
+
+
+class _TestCellsDeleted(Exception):
+    pass
+
+
+def _submitted_notebook(sub: Submission, layout: Layout, config: Any,
+                        resources: dict[str, Any]) -> Any:
+    import nbformat
+
+    nb = _sanitized(nbformat.reads(sub.text, as_version=4), config, resources)
+    present = {c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells}
+    missing = [name for name in layout.tests if name not in present]
+    if missing:  # their checks still grade the student: show them in the release's cells
+        listed = ", ".join(missing[:2]) + (f" and {len(missing) - 2} more" if missing[2:] else "")
+        raise _TestCellsDeleted(f"test cells deleted: {listed}")
     return nb
 
 
 def autograded_notebook(sub: Submission, layout: Layout, config: Any,
                         resources: dict[str, Any], release: Path) -> Any:
     """The submitted notebook as nbgrader's sanitizing leaves it (outputs cleared, locked cells
-    and metadata restored from the gradebook, deleted test cells put back), its test cells'
-    outputs the kit's feedback; its grades and comments saved in the gradebook."""
+    and metadata restored from the gradebook), its test cells' outputs the kit's feedback; its
+    grades and comments saved in the gradebook. A notebook nbgrader cannot read, or one whose
+    test cells were deleted, is shown as a copy of the release holding its answer cells."""
     import nbformat
-    from nbgrader.preprocessors import AssignLatePenalties, CheckCellMetadata, SaveAutoGrades
+    from nbgrader.preprocessors import AssignLatePenalties, SaveAutoGrades
 
     assert sub.found is not None and sub.text is not None
     try:
-        nb = _sanitized(nbformat.reads(sub.text, as_version=4), config, resources)
-    except Exception:  # JSON with cells, but not a notebook nbgrader can read: the release,
-        nb = nbformat.read(str(release), as_version=4)  # with the student's answer cells
+        nb = _submitted_notebook(sub, layout, config, resources)
+    except Exception as error:
+        reason = (str(error) if isinstance(error, _TestCellsDeleted)
+                  else f"nbgrader cannot read the notebook ({type(error).__name__})")
+        note(sub, f"{reason}: its answer cells are shown in a copy of the release")
+        nb = nbformat.read(str(release), as_version=4)
         for cell in nb.cells:
             grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
             cell.source = sub.found.sources.get(grade_id, cell.source)
@@ -185,8 +212,8 @@ def autograded_notebook(sub: Submission, layout: Layout, config: Any,
         if grade_id in layout.tests:
             exercise, hidden, _ = layout.tests[grade_id]
             cell.outputs = [nbformat.from_dict(o) for o in cell_outputs(sub, exercise, hidden)]
-    for step in (SaveAutoGrades(config=config), AssignLatePenalties(config=config),
-                 CheckCellMetadata(config=config)):
+    # nbgrader's autograde checks the metadata again here; filling outputs changed none.
+    for step in (SaveAutoGrades(config=config), AssignLatePenalties(config=config)):
         nb, resources = step.preprocess(nb, resources)
     return nb
 
@@ -245,9 +272,13 @@ def _record(sub: Submission, layout: Layout, config: Any, coursedir: Any,
             submission.max_score)
         late = submission.total_seconds_late
         if late > 0:
-            note = f"late by {_duration(late)}" + (f", penalty {number(penalty)}" if penalty
-                                                   else "")
-            sub.status = note if sub.status == "graded" else f"{sub.status}; {note}"
+            note(sub, f"late by {_duration(late)}"
+                      + (f", penalty {number(penalty)}" if penalty else ""))
+
+
+def note(sub: Submission, text: str) -> None:
+    """Add ``text`` to the student's status (it replaces a bare ``graded``)."""
+    sub.status = text if sub.status == "graded" else f"{sub.status}; {text}"
 
 
 def _duration(seconds: float) -> str:
