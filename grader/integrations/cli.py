@@ -189,14 +189,19 @@ def build_parser() -> argparse.ArgumentParser:
     _limit_options(auto)
     auto.set_defaults(func=_autograde)
 
-    bench = sub.add_parser("bench", help="the benchmarks (make bench)")
+    bench = sub.add_parser("bench", help="the benchmarks (make bench)", add_help=False)
     bench.add_argument("rest", nargs=argparse.REMAINDER)
     bench.set_defaults(func=_bench)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if args.command == "bench":  # its options are bench.main's own (argparse's REMAINDER
+        args.rest = unknown + args.rest  # lets options through only after a positional)
+    elif unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         return int(args.func(args))
     except CourseError as error:
