@@ -266,3 +266,25 @@ def test_a_student_the_grader_failed_on_earns_nothing_from_the_test_cells() -> N
                                                 "points": 14, "solution": False}},
                       "outputs": cell_outputs(sub, "softmax", hidden=False)})
     assert determine_grade(cell) == (0, 14)
+
+
+def test_test_cells_worth_other_points_than_the_rubric_stop_the_command(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from grader.core.course import load
+    from grader.integrations.nbgrader_gradebook import AutogradeError, check_course, read_layout
+
+    rubric = tmp_path / "course.toml"
+    rubric.write_text("[exercises.softmax]\npoints = 30\n")
+    setup = SimpleNamespace(name="setup", source=f"%load_ext x\n%env ATTENTION_KIT_COURSE={rubric}")
+    cells = [SimpleNamespace(name=n, max_score=p) for n, p in
+             (("softmax_tests", 14.0), ("softmax_hidden_tests", 1.0))]
+    nb = SimpleNamespace(name="attention", grade_cells=cells, source_cells=[setup],
+                         solution_cells=[SimpleNamespace(name="softmax")])
+    gradebook = SimpleNamespace(find_assignment=lambda name: SimpleNamespace(notebooks=[nb]))
+    layout = read_layout(gradebook, "attention")
+    assert layout.course_file == rubric  # the course the notebook was built with
+    assert layout.tests["softmax_hidden_tests"] == ("softmax", True, 1.0)
+    check_course(layout, COURSE)  # the kit's rubric: 14 + 1
+    with pytest.raises(AutogradeError, match="worth 14 points in the gradebook and 28"):
+        check_course(layout, load(rubric))

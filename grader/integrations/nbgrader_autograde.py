@@ -150,6 +150,11 @@ def grade(subs: list[Submission], hidden: list[Path], *, jobs: int | None, cours
 def _grade_child(root: Path, reply: Path, hidden: list[Path], tmp: Path, **options: Any) -> None:
     from . import batch
 
+    # Anything a library caches on disk (Hypothesis's storage, say) lands in tmp, never in the
+    # course folder or wherever the instructor started this.
+    os.chdir(tmp)
+    os.environ[kernel.HYPOTHESIS_STORAGE_ENV] = str(tmp / ".hypothesis")
+    sys.dont_write_bytecode = True
     how = hide.hide(hidden)
     if not how:
         print("warning: this machine allows no mount namespace and this is not root, so the "
@@ -157,11 +162,6 @@ def _grade_child(root: Path, reply: Path, hidden: list[Path], tmp: Path, **optio
               "root (see the README) to keep it out of reach.", file=sys.stderr)
     closed = hide.closed([p for p in hidden if p.is_dir()]) if how == "permissions" else (
         contextlib.nullcontext())
-    # Anything a library caches on disk (Hypothesis's storage, say) lands in tmp, never in the
-    # course folder or wherever the instructor started this.
-    os.chdir(tmp)
-    os.environ[kernel.HYPOTHESIS_STORAGE_ENV] = str(tmp / ".hypothesis")
-    sys.dont_write_bytecode = True
     with closed:
         rows = batch.run(root, **options)
     reply.write_text(json.dumps([row.__dict__ for row in rows]))
