@@ -29,7 +29,7 @@ import traceback
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..core.course import KIT_ROOT, Course, load, number
+from ..core.course import KIT_ROOT, Course, load
 from ..core.engine import DEFAULT_KEY
 from ..sandbox.isolation import Limits
 from . import hide, kernel
@@ -220,11 +220,10 @@ def autograde(course_dir: str | os.PathLike[str], assignment: str = nbfile.ASSIG
 def summary(subs: list[Submission]) -> str:
     """One line per student: score and status, then the count graded."""
     width = max([len(s.student) for s in subs] + [len("student")]) + 2
-    lines = [f"{'student':<{width}}{'score':>13}  status", "-" * (width + 40)]
+    lines = [f"{'student':<{width}}{'score':<13}status", "-" * (width + 50)]
     for sub in subs:
-        score = ("" if sub.score is None
-                 else f"{number(sub.score):>5} / {number(sub.max_score or 0):<5}")
-        lines.append(f"{sub.student:<{width}}{score:>13}  {sub.status}")
+        score = "" if sub.score is None else f"{sub.score} / {sub.max_score}"
+        lines.append(f"{sub.student:<{width}}{score:<13}{sub.status}")
     graded = sum(s.results is not None for s in subs)
-    lines += ["-" * (width + 40), f"{graded} of {len(subs)} notebooks graded"]
+    lines += ["-" * (width + 50), f"{graded} of {len(subs)} notebooks graded"]
     return "\n".join(lines)

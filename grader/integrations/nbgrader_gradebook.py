@@ -58,6 +58,8 @@ class Submission:
 
 # -- the gradebook's side of the assignment -----------------------------------------------
 def read_layout(gradebook: Any, assignment: str) -> Layout:
+    """The assignment's notebook as ``nbgrader generate_assignment`` recorded it; its test
+    cells are ``<exercise>_tests`` and ``<exercise>_hidden_tests`` (``notebook.notebook``)."""
     from nbgrader.api import MissingEntry
 
     try:
