@@ -4,6 +4,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 SUBMISSION ?= exercises
 COURSE ?= build/nbgrader
+ASSIGNMENT ?= attention
+JOBS ?=
 COURSE_FILE ?=
 COURSE_FLAG := $(if $(COURSE_FILE),--course $(COURSE_FILE))
 CORE := $(VENV)/.installed-core
@@ -15,7 +17,8 @@ PYTHON_OK = $(shell $(PYTHON) -c 'import sys; print(sys.version_info >= (3, 11))
 CHECK_PYTHON = $(if $(filter True,$(PYTHON_OK)),,$(error attention-kit needs Python 3.11 or \
 newer, and $(PYTHON) is $(or $(PYTHON_VERSION),not found): run make PYTHON=python3.11 (or newer)))
 
-.PHONY: grade answer-key test bench stubs zoo nbgrader handout gradescope gpu-check lint clean
+.PHONY: grade answer-key test bench stubs zoo nbgrader nbgrader-autograde handout gradescope \
+	gpu-check lint clean
 
 $(CORE): pyproject.toml requirements.lock
 	$(CHECK_PYTHON)
@@ -41,7 +44,8 @@ test: $(DEV)
 	$(PY) -m pytest -q
 
 ## bench: grading time as a ratio to `python -c "import torch"`, measured in the same run;
-##        seconds per notebook for `nbgrader autograde`; then a class of 200 (batch)
+##        a class of 200 as notebooks (isolated autograde against plain `nbgrader autograde`
+##        on the same notebooks); then the class of 200 as files (batch)
 bench: $(DEV)
 	$(PY) -m grader bench
 
@@ -56,6 +60,12 @@ stubs: $(CORE)
 ## nbgrader: write the nbgrader course folder $(COURSE) (config + source/attention/attention.ipynb)
 nbgrader: $(DEV)
 	$(PY) -m grader nbgrader build $(COURSE) $(COURSE_FLAG)
+
+## nbgrader-autograde: grade $(COURSE)'s submitted notebooks of $(ASSIGNMENT) in isolation, into
+##        its gradebook (no notebook runs; then nbgrader export / generate_feedback as usual)
+nbgrader-autograde: $(DEV)
+	$(PY) -m grader nbgrader autograde --course $(COURSE) --assignment $(ASSIGNMENT) \
+	    $(if $(JOBS),--jobs $(JOBS)) $(if $(COURSE_FILE),--course-file $(COURSE_FILE))
 
 ## handout: the student's copy in dist/handout/ (stubs, public grader, Makefile, README)
 handout: $(CORE)

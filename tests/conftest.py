@@ -1,8 +1,12 @@
-"""Shared fixtures. Helpers for building submissions are in ``submission_tools``."""
+"""Shared fixtures. Helpers for building submissions are in ``submission_tools``, the real
+nbgrader courses in ``nbgrader_tools``."""
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -19,3 +23,36 @@ def key_result():
     from grader.core import engine
 
     return engine.grade_submission(SOLUTIONS)
+
+
+@pytest.fixture(scope="session")
+def nbgrader_base():
+    """A folder other users may enter, as a course folder usually is: only the isolation then
+    keeps a student's code out of the courses built in it."""
+    base = Path(tempfile.mkdtemp(prefix="attention-kit-nbgrader-"))
+    os.chmod(base, 0o755)
+    yield base
+    shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def released_course(nbgrader_base: Path) -> Path:
+    import nbgrader_tools
+
+    return nbgrader_tools.released(nbgrader_base)
+
+
+@pytest.fixture(scope="session")
+def nbgrader_course(nbgrader_base: Path, released_course: Path) -> Path:
+    """Plain ``nbgrader autograde`` (the kernel route); see ``nbgrader_tools``."""
+    import nbgrader_tools
+
+    return nbgrader_tools.plain_course(nbgrader_base, released_course)
+
+
+@pytest.fixture(scope="session")
+def isolated_course(nbgrader_base: Path, released_course: Path) -> tuple[Path, str]:
+    """``python -m grader nbgrader autograde``; see ``nbgrader_tools``."""
+    import nbgrader_tools
+
+    return nbgrader_tools.isolated_course(nbgrader_base, released_course)

@@ -13,7 +13,7 @@ import zipfile
 from submission_tools import COURSE, KIT, SOLUTIONS
 
 from grader.core.course import number
-from grader.integrations import gradescope
+from grader.integrations import gradescope, notebook
 
 TEST_KEYS = {"name", "score", "max_score", "status", "output", "tags", "visibility"}
 
@@ -69,3 +69,43 @@ def test_empty_submission_still_gets_results(tmp_path):
     assert gradescope.run_and_write(root) == 0
     results = json.loads((root / "results" / "results.json").read_text())
     assert results["score"] == 0 and "No exercise files found" in results["output"]
+
+
+def _autograder_root(tmp_path, name):
+    root = tmp_path / name
+    (root / "submission").mkdir(parents=True)
+    shutil.copytree(SOLUTIONS, root / "source" / "solutions")
+    return root
+
+
+def test_uploaded_notebook_scores_what_the_same_code_as_files_scores(tmp_path):
+    wrong = (SOLUTIONS / "softmax.py").read_text().replace(
+        "shifted = converted - np.max(converted, axis=axis, keepdims=True)", "shifted = converted")
+    answered = {"softmax": wrong, "kv_cache": (SOLUTIONS / "kv_cache.py").read_text()}
+    as_files = _autograder_root(tmp_path, "files")
+    for name, text in answered.items():
+        (as_files / "submission" / f"{name}.py").write_text(text)
+    as_notebook = _autograder_root(tmp_path, "notebook")
+    nb = notebook.notebook(track="core")
+    answer_ids = {c["metadata"]["nbgrader"]["grade_id"] for c in nb["cells"]
+                  if c["metadata"]["nbgrader"]["solution"]}
+    nb["cells"] = [c for c in nb["cells"]  # the other answer cells deleted
+                   if c["metadata"]["nbgrader"]["grade_id"] not in answer_ids - set(answered)]
+    for cell in nb["cells"]:
+        name = cell["metadata"]["nbgrader"]["grade_id"]
+        if name in answered:
+            cell["source"] = f"%%exercise {name}\n" + notebook.split_solution(answered[name])[1]
+    (as_notebook / "submission" / "attention.ipynb").write_text(json.dumps(nb))
+    by_files, by_notebook = gradescope.run(as_files), gradescope.run(as_notebook)
+    assert 0 < by_files["score"] < 30
+    assert by_notebook["score"] == by_files["score"]
+    assert by_notebook["tests"] == by_files["tests"]
+    assert "Graded the answer cells of attention.ipynb." in by_notebook["output"]
+
+
+def test_unreadable_notebook_upload_says_why(tmp_path):
+    root = _autograder_root(tmp_path, "autograder")
+    (root / "submission" / "attention.ipynb").write_text("{not json")
+    results = gradescope.run(root)
+    assert results["score"] == 0
+    assert "attention.ipynb is not a notebook (invalid JSON)" in results["output"]

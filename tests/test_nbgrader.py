@@ -1,186 +1,42 @@
 """The nbgrader assignment, built from solutions/ and autograded by real nbgrader.
 
-One temporary course serves the whole module: ``nbgrader generate_assignment``, three
-submissions (the answer key filled into the release, the release untouched, two exercises
-wrong with their locked test cells edited), ``nbgrader autograde`` and ``nbgrader export``;
-the tests then read the CSV, the gradebook and the notebooks.
+The course (``nbgrader_tools.plain_course``, built once per session): ``nbgrader
+generate_assignment``, three submissions (the answer key filled into the release, the release
+untouched, two exercises wrong with their locked test cells edited), ``nbgrader autograde`` and
+``nbgrader export``; the tests then read the CSV, the gradebook and the notebooks. The isolated
+autograde has its own module, test_nbgrader_autograde.py.
 """
 
 from __future__ import annotations
 
 import csv
-import functools
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from nbgrader_tools import MISTAKES, NO_KEY_ANSWERED, RELEASE, TAMPERED
+from nbgrader_tools import cells as _cells
+from nbgrader_tools import gradebook as _gradebook
+from nbgrader_tools import read as _read
+from nbgrader_tools import source as _source
 from submission_tools import BONUS as BONUS_NAMES
 from submission_tools import CORE as EXERCISE_NAMES
 from submission_tools import EXERCISES as BY_NAME
-from submission_tools import checks_for
+from submission_tools import SOLUTIONS, checks_for
 
 from grader.integrations import kernel, notebook
 from grader.integrations.stubs import BEGIN, END
 
-ROOT = Path(__file__).resolve().parent.parent
-SOLUTIONS = ROOT / "solutions"
-RELEASE = Path("release/attention/attention.ipynb")
-
-# Two classic mistakes, as (exercise, correct text, wrong text): softmax without the max shift
-# (overflows on large logits) and a head split that reshapes heads before time.
-MISTAKES = [
-    ("softmax", "shifted = converted - np.max(converted, axis=axis, keepdims=True)",
-     "shifted = converted"),
-    ("heads", "x.reshape(b, t, n_head, c // n_head).transpose(0, 2, 1, 3)",
-     "x.reshape(b, n_head, t, c // n_head)"),
-]
-TAMPERED = {name for name, _, _ in MISTAKES}
-# Answered in the release a student runs with no answer key anywhere (two cheap exercises).
-NO_KEY_ANSWERED = ("softmax", "kv_cache")
-
-
-def _env(tmp: Path, **extra: str) -> dict[str, str]:
-    env = dict(os.environ)
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    # nbgrader reads config from the course folder only, not from this machine's Jupyter dirs.
-    for name in ("JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR"):
-        env[name] = str(tmp / "jupyter" / name.lower())
-    env["JUPYTER_PLATFORM_DIRS"] = "1"
-    env.update(extra)
-    return env
-
-
-def _run(args: list[str], cwd: Path, env: dict[str, str]) -> str:
-    done = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, f"{args} failed:\n{done.stdout}\n{done.stderr}"
-    return done.stdout
-
-
-def _nbgrader(course: Path, env: dict[str, str], *args: str) -> str:
-    return _run([sys.executable, "-m", "nbgrader", *args], course, env)
-
-
-def _read(path: Path) -> dict:
-    return json.loads(path.read_text())
-
-
-def _cells(nb: dict) -> dict[str, dict]:
-    return {c["metadata"]["nbgrader"]["grade_id"]: c for c in nb["cells"]}
-
-
-def _source(cell: dict) -> str:
-    return "".join(cell["source"])
-
-
-def _with_answers(release: dict, answers: dict[str, str]) -> dict:
-    nb = json.loads(json.dumps(release))
-    for grade_id, cell in _cells(nb).items():
-        if grade_id in answers:
-            cell["source"] = answers[grade_id]
-    return nb
-
-
-def _wrong(text: str, exercise: str) -> str:
-    for name, right, wrong in MISTAKES:
-        if name == exercise:
-            assert right in text, f"the mistake for {name} no longer applies to the solution"
-            text = text.replace(right, wrong)
-    return text
-
-
-def _start(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Popen:
-    return subprocess.Popen(args, cwd=cwd, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-
-
-def _finish(process: subprocess.Popen) -> None:
-    output, _ = process.communicate(timeout=900)
-    assert process.returncode == 0, f"{process.args} failed:\n{output}"
-
 
 @pytest.fixture(scope="module")
-def course(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The course after autograding; beside it, ``files/`` graded by ``python -m grader grade``
-    and ``no-key/student.ipynb`` (the release, two exercises answered) run without the key."""
-    tmp = tmp_path_factory.mktemp("nbgrader")
-    root = tmp / "course"
-    notebook.build(root)
-    env = _env(tmp)
-    files = tmp / "files"
-    files.mkdir()
-    for name in EXERCISE_NAMES:
-        (files / f"{name}.py").write_text(_wrong((SOLUTIONS / f"{name}.py").read_text(), name))
-    by_files = _start([sys.executable, "-m", "grader", "grade", str(files), "--json",
-                       str(tmp / "files.json")], tmp, env)
-
-    _nbgrader(root, env, "generate_assignment", "attention")
-    release = _read(root / RELEASE)
-    source = _cells(_read(root / "source/attention/attention.ipynb"))
-    key = {n: _source(source[n]) for n in EXERCISE_NAMES}
-    no_key = tmp / "no-key"
-    (no_key / "solutions").mkdir(parents=True)
-    answered = {n: key[n] for n in NO_KEY_ANSWERED}
-    (no_key / "student.ipynb").write_text(json.dumps(_with_answers(release, answered)))
-    without_key = _start(
-        [sys.executable, "-m", "jupyter", "nbconvert", "--to", "notebook", "--execute",
-         "--inplace", f"--ExecutePreprocessor.timeout={kernel.CELL_TIMEOUT}", "student.ipynb"],
-        no_key, _env(tmp, **{kernel.KEY_ENV: str(no_key / "solutions")}),
-    )
-
-    # The student with two exercises wrong also overwrote those exercises' locked test cells
-    # with their full points.
-    two_wrong = _with_answers(release, {n: _wrong(t, n) for n, t in key.items()})
-    tests = {f"{n}{kind}" for n in TAMPERED for kind in ("_tests", "_hidden_tests")}
-    for grade_id, cell in _cells(two_wrong).items():
-        if grade_id in tests:
-            cell["source"] = [str(cell["metadata"]["nbgrader"]["points"])]
-    submissions = {
-        "key": _with_answers(release, key),
-        "untouched": release,
-        "two_wrong": two_wrong,
-    }
-    for student, nb in submissions.items():
-        folder = root / "submitted" / student / "attention"
-        folder.mkdir(parents=True)
-        (folder / "attention.ipynb").write_text(json.dumps(nb))
-    # The bonus track is its own assignment; the key student answers it with the key.
-    _nbgrader(root, env, "generate_assignment", notebook.BONUS_ASSIGNMENT)
-    bonus_path = f"{notebook.BONUS_ASSIGNMENT}/{notebook.BONUS_ASSIGNMENT}.ipynb"
-    bonus_source = _cells(_read(root / "source" / bonus_path))
-    bonus_key = {n: _source(bonus_source[n]) for n in BONUS_NAMES}
-    folder = root / "submitted" / "key" / notebook.BONUS_ASSIGNMENT
-    folder.mkdir(parents=True)
-    (folder / f"{notebook.BONUS_ASSIGNMENT}.ipynb").write_text(
-        json.dumps(_with_answers(_read(root / "release" / bonus_path), bonus_key)))
-    _nbgrader(root, env, "autograde", "attention")
-    _nbgrader(root, env, "autograde", notebook.BONUS_ASSIGNMENT)
-    _nbgrader(root, env, "export", "--to", "grades.csv")
-    _finish(by_files)
-    _finish(without_key)
-    return root
+def course(nbgrader_course: Path) -> Path:
+    return nbgrader_course
 
 
 def _csv_scores(course: Path, assignment: str = "attention") -> dict[str, float]:
     with open(course / "grades.csv") as handle:
         return {row["student_id"]: float(row["score"]) for row in csv.DictReader(handle)
                 if row["assignment"] == assignment}
-
-
-@functools.lru_cache
-def _gradebook(course: Path, student: str) -> dict[str, float]:
-    """Points per grade cell, read with nbgrader's own API."""
-    script = (
-        "import json, sys\n"
-        "from nbgrader.api import Gradebook\n"
-        "with Gradebook('sqlite:///gradebook.db') as gb:\n"
-        "    nb = gb.find_submission_notebook('attention', 'attention', sys.argv[1])\n"
-        "    print(json.dumps({g.name: g.score for g in nb.grades}))\n"
-    )
-    out = _run([sys.executable, "-c", script, student], course, _env(course.parent))
-    return json.loads(out.strip().splitlines()[-1])
 
 
 # -- the build ------------------------------------------------------------------------------------

@@ -2,8 +2,12 @@
 ``python -c "import torch"``; the whole key with the bonus track is reported beside it.
 
 Both are measured in the same run, as fresh processes, so machine load affects them alike.
-The target is a ratio under 3. With nbgrader installed it also reports seconds per notebook
-for ``nbgrader autograde`` next to seconds per submission for ``python -m grader grade``.
+The target is a ratio under 3.
+
+Then, with nbgrader installed, ``notebook_class``: the class below as notebooks, autograded by
+``python -m grader nbgrader autograde --jobs 2`` (seconds and CPU seconds per notebook, and
+the projection for 200 on 2 cores; target under 5 minutes), against plain ``nbgrader
+autograde`` on the same first few notebooks in the same run.
 
 Then ``class_scale``: a generated class (correct, wrong and hostile submissions) graded with
 ``python -m grader batch --jobs 2``: submissions per minute, peak memory of the whole process
@@ -183,41 +187,87 @@ def class_scale(size: int = 200, jobs: int = 2) -> dict[str, float]:
     return figures
 
 
-def notebook_seconds(per_submission: float, notebooks: int = 2) -> None:
-    """Seconds per notebook for ``nbgrader autograde`` (the answer key filled into the release),
-    printed next to seconds per submission for ``python -m grader grade``."""
+def _class_notebooks(course: Path, classroom: Path) -> list[str]:
+    """Each submission folder under ``classroom`` as a notebook in ``course/submitted/``: the
+    release, each answer cell holding that student's file as a student would paste it."""
+    from . import notebook
+
+    release = json.loads((course / "release/attention/attention.ipynb").read_text())
+    students = sorted(p.name for p in classroom.iterdir())
+    for student in students:
+        nb = json.loads(json.dumps(release))
+        for cell in nb["cells"]:
+            name = cell["metadata"]["nbgrader"]["grade_id"]
+            path = classroom / student / f"{name}.py"
+            if cell["metadata"]["nbgrader"].get("solution") and path.is_file():
+                cell["source"] = f"%%exercise {name}\n" + notebook.split_solution(
+                    path.read_text())[1]
+        folder = course / "submitted" / student / "attention"
+        folder.mkdir(parents=True)
+        (folder / "attention.ipynb").write_text(json.dumps(nb))
+    return students
+
+
+def _timed(command: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float]:
+    """Wall and CPU seconds (the whole process tree's) of one command."""
+    cpu0, start = _children_cpu(), time.perf_counter()
+    subprocess.run(command, cwd=cwd, env=env, check=True, capture_output=True)
+    return time.perf_counter() - start, _children_cpu() - cpu0
+
+
+def notebook_class(size: int = 200, jobs: int = 2, plain: int = 4) -> dict[str, float]:
+    """The batch bench's class as notebooks (release filled with each student's files):
+    ``python -m grader nbgrader autograde --jobs`` on all of them, and plain ``nbgrader
+    autograde`` against the isolated one on the same first ``plain`` notebooks (correct ones:
+    plain autograde has no time limit short of its cell timeout). Seconds per notebook."""
     try:
         import nbgrader  # noqa: F401
     except ImportError:
-        print("nbgrader autograde:     not measured (nbgrader is not installed: make bench "
+        print("notebooks:              not measured (nbgrader is not installed: make bench "
               "installs it)")
-        return
+        return {}
     from . import notebook
 
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-    nbgrader = [sys.executable, "-m", "nbgrader"]
+    nbgrader_cli = [sys.executable, "-m", "nbgrader"]
+    isolated = [sys.executable, "-m", "grader", "nbgrader", "autograde", "--jobs", str(jobs),
+                "--course"]
     with tempfile.TemporaryDirectory(prefix="attention-kit-bench-") as tmp:
-        course = Path(tmp)
-        notebook.build(course)
-        quiet = {"cwd": course, "env": env, "check": True, "capture_output": True}
-        subprocess.run([*nbgrader, "generate_assignment", "attention"], **quiet)
-        release = json.loads((course / "release/attention/attention.ipynb").read_text())
-        source = json.loads((course / "source/attention/attention.ipynb").read_text())
-        answers = {c["id"]: c["source"] for c in source["cells"]
-                   if c["metadata"]["nbgrader"].get("solution")}
-        for cell in release["cells"]:
-            cell["source"] = answers.get(cell["id"], cell["source"])
-        for number in range(notebooks):
-            folder = course / "submitted" / f"student{number}" / "attention"
-            folder.mkdir(parents=True)
-            (folder / "attention.ipynb").write_text(json.dumps(release))
-        start = time.perf_counter()
-        subprocess.run([*nbgrader, "autograde", "attention"], **quiet)
-        per_notebook = (time.perf_counter() - start) / notebooks
-    print(f"nbgrader autograde:     {per_notebook:6.2f} s per notebook ({notebooks} answer-key "
-          "notebooks, one run)")
-    print(f"python -m grader grade: {per_submission:6.2f} s per submission (the answer key, "
-          "median of 3)")
+        template = Path(tmp) / "template"
+        notebook.build(template)
+        subprocess.run([*nbgrader_cli, "generate_assignment", "attention"], cwd=template,
+                       env=env, check=True, capture_output=True)
+        classroom = Path(tmp) / "class"
+        classroom.mkdir()
+        kinds = make_class(classroom, size)
+        courses = {}
+        for name in ("class", "plain", "isolated"):
+            courses[name] = Path(tmp) / f"course-{name}"
+            shutil.copytree(template, courses[name])
+        students = _class_notebooks(courses["class"], classroom)
+        for name in ("plain", "isolated"):
+            for student in students[:plain]:
+                shutil.copytree(courses["class"] / "submitted" / student,
+                                courses[name] / "submitted" / student)
+        plain_wall, plain_cpu = _timed([*nbgrader_cli, "autograde", "attention"],
+                                       courses["plain"], env)
+        small_wall, small_cpu = _timed([*isolated, str(courses["isolated"])], Path(tmp), env)
+        wall, cpu = _timed([*isolated, str(courses["class"])], Path(tmp), env)
+    figures = {"size": size, "jobs": jobs, "wall": wall, "cpu_per_notebook": cpu / size,
+               "plain_per_notebook": plain_wall / plain, "plain_cpu": plain_cpu / plain,
+               "small_per_notebook": small_wall / plain, "small_cpu": small_cpu / plain}
+    print(f"notebooks: the class of {size} as notebooks ({kinds['correct']} correct, "
+          f"{kinds['wrong']} wrong, {kinds['hostile']} hostile)")
+    print(f"plain nbgrader autograde:   {plain_wall / plain:6.2f} s per notebook "
+          f"({plain_cpu / plain:.2f} s CPU; {plain} notebooks, serial)")
+    print(f"isolated autograde, same:   {small_wall / plain:6.2f} s per notebook "
+          f"({small_cpu / plain:.2f} s CPU; the same {plain}, --jobs {jobs}, start-up included)")
+    print(f"isolated autograde, class:  {wall / size:6.2f} s per notebook "
+          f"({cpu / size:.2f} s CPU; {wall:.0f} s for {size}, --jobs {jobs}), "
+          f"{plain_wall / plain / (wall / size):.1f}x faster than plain")
+    print(f"projected for 200 on {jobs} idle cores: isolated {200 * cpu / size / jobs:6.0f} s "
+          f"(target < 300 s), plain {200 * plain_wall / plain:6.0f} s")
+    return figures
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -225,6 +275,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--class-size", type=int, default=200)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--class-only", action="store_true", help="skip the import-ratio part")
+    parser.add_argument("--notebooks", type=int, default=200,
+                        help="the class as notebooks, for the isolated autograde (0: skip)")
+    parser.add_argument("--plain-notebooks", type=int, default=4,
+                        help="of those, how many plain nbgrader autograde runs too")
     args = parser.parse_args(argv)
     if not args.class_only:
         baseline = seconds([sys.executable, "-c", "import torch"])
@@ -237,7 +291,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ratio:                  {core / baseline:6.2f}x (target < 3x)")
         print(f"with the bonus track:   {grade:6.2f} s (all of solutions/, ten exercises), "
               f"{grade / baseline:.2f}x")
-        notebook_seconds(grade)
+    if args.notebooks:
+        notebook_class(args.notebooks, args.jobs, min(args.plain_notebooks, args.notebooks))
     if args.class_size:
         class_scale(args.class_size, args.jobs)
     return 0

@@ -107,12 +107,30 @@ def _notebook(args: argparse.Namespace) -> int:
     from . import notebook
 
     if args.action == "files":
-        written = notebook.answer_files(Path(args.paths[0]), Path(args.paths[1]))
+        try:
+            written = notebook.answer_files(Path(args.notebook), Path(args.folder))
+        except (OSError, notebook.NotANotebook) as error:
+            print(f"error: {args.notebook}: {error}", file=sys.stderr)
+            return 2
         print("\n".join(f"wrote {p}" for p in written))
         return 0
-    target = Path(args.paths[0]) if args.paths else Path("build/nbgrader")
+    target = Path(args.target) if args.target else Path("build/nbgrader")
     changed = notebook.build(target, course=load(args.course))
     print("\n".join(f"wrote {p}" for p in changed) or f"{target} is up to date")
+    return 0
+
+
+def _autograde(args: argparse.Namespace) -> int:
+    from . import nbgrader_autograde as autograde
+
+    try:
+        subs = autograde.autograde(
+            args.course, args.assignment, jobs=args.jobs, limits=_limits(args),
+            course=load(args.course_file) if args.course_file else None)
+    except autograde.AutogradeError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(autograde.summary(subs))
     return 0
 
 
@@ -200,25 +218,41 @@ def build_parser() -> argparse.ArgumentParser:
     gradescope.add_argument("--root", default="/autograder", help="run: Gradescope's root")
     gradescope.set_defaults(func=_gradescope)
 
-    notebook = sub.add_parser("nbgrader", parents=[common],
-                              help="write the nbgrader course folder (build [COURSE_DIR]) or a "
-                                   "notebook's answers as files (files NOTEBOOK FOLDER)")
-    notebook.add_argument("action", choices=("build", "files"))
-    notebook.add_argument("paths", nargs="*")
-    notebook.set_defaults(func=_notebook)
+    notebook = sub.add_parser("nbgrader", help="the nbgrader course: build, files, autograde")
+    steps = notebook.add_subparsers(dest="action", required=True)
+    build = steps.add_parser("build", parents=[common],
+                             help="write the course folder (default build/nbgrader)")
+    build.add_argument("target", nargs="?")
+    build.set_defaults(func=_notebook)
+    files = steps.add_parser("files", help="a notebook's answer cells as exercise files")
+    files.add_argument("notebook")
+    files.add_argument("folder")
+    files.set_defaults(func=_notebook)
+    auto = steps.add_parser(
+        "autograde", help="grade every submitted notebook in isolation, into the gradebook")
+    auto.add_argument("--course", required=True, metavar="PATH",
+                      help="the nbgrader course folder (holds nbgrader_config.py, submitted/)")
+    auto.add_argument("--assignment", default="attention", help="default: attention")
+    auto.add_argument("--jobs", type=int, default=None,
+                      help="notebooks graded at once (default: the number of CPUs)")
+    auto.add_argument("--course-file", metavar="FILE", default=None,
+                      help="the rubric (default: the one the notebook was built with)")
+    _limit_options(auto)
+    auto.set_defaults(func=_autograde)
 
-    bench = sub.add_parser("bench", help="the benchmarks (make bench)")
+    bench = sub.add_parser("bench", help="the benchmarks (make bench)", add_help=False)
     bench.add_argument("rest", nargs=argparse.REMAINDER)
     bench.set_defaults(func=_bench)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["bench"] and argv[1:2] not in (["-h"], ["--help"]):
-        # argparse's REMAINDER does not take options that come first (bench --class-only)
-        return _bench(argparse.Namespace(rest=argv[1:]))
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if args.command == "bench":  # its options are bench.main's own (argparse's REMAINDER
+        args.rest = unknown + args.rest  # lets options through only after a positional)
+    elif unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         return int(args.func(args))
     except CourseError as error:

@@ -2,7 +2,8 @@
 
 Gradescope unzips ``dist/gradescope-autograder.zip`` into ``/autograder/source``, runs
 ``setup.sh`` once to build the image, then runs ``run_autograder`` once per submission: it
-grades ``/autograder/submission`` and writes ``/autograder/results/results.json``. Hidden
+grades ``/autograder/submission`` (the exercise files, or a notebook's answer cells) and writes
+``/autograder/results/results.json``. Hidden
 checks carry the visibility ``after_published``. The root is ``$AUTOGRADER_ROOT`` (default
 ``/autograder``), so the bundle can be tried on a simulated tree.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -106,29 +108,74 @@ def find_exercise_folder(submission: Path, names: list[str]) -> Path | None:
     return best
 
 
+def find_notebook(submission: Path, names: list[str]) -> tuple[Path, Any] | None:
+    """The uploaded notebook with the most answer cells, and its answers (read, never run)."""
+    from . import notebook
+
+    best = None
+    for path in sorted(submission.rglob("*.ipynb")):
+        if any(part.startswith((".", "__")) for part in path.relative_to(submission).parts):
+            continue  # .ipynb_checkpoints
+        try:
+            found = notebook.answers(notebook.read_notebook(path), names)
+        except (OSError, notebook.NotANotebook):
+            continue
+        if found.files and (best is None or len(found.files) > len(best[1].files)):
+            best = (path, found)
+    return best
+
+
+def _unreadable_notebooks(submission: Path) -> list[str]:
+    from . import notebook
+
+    reasons = []
+    for path in sorted(submission.rglob("*.ipynb")):
+        try:
+            notebook.read_notebook(path)
+        except (OSError, notebook.NotANotebook) as error:
+            reasons.append(f"{path.name} is not a notebook ({error})")
+    return reasons
+
+
 def failure(message: str) -> dict[str, Any]:
     return {"score": 0, "output": message, "tests": [], "stdout_visibility": "hidden"}
 
 
 def run(root: Path) -> dict[str, Any]:
+    """Grade ``root/submission``: the exercise files, or the answer cells of an uploaded
+    notebook (``%%exercise`` cells, taken out as files exactly as nbgrader's isolated autograde
+    does), whichever holds more exercises."""
     from ..core import engine
-    from . import report
+    from . import notebook, report
 
     bundled = root / "source" / "course.toml"
     course = load(bundled if bundled.is_file() else None)
     submission = root / "submission"
     names = course.names()
     folder = find_exercise_folder(submission, names) if submission.is_dir() else None
-    if folder is None:
-        files = ", ".join(f"{n}.py" for n in course.names("core"))
-        return failure(f"No exercise files found: upload {files}.")
-    try:
-        result = engine.grade_submission(folder, course=course,
-                                         key_folder=root / "source" / "solutions")
-    except engine.BadSubmission as error:
-        return failure(f"This submission could not be graded: {error}")
+    files = sum((folder / f"{n}.py").is_file() for n in names) if folder else 0
+    uploaded = find_notebook(submission, names) if submission.is_dir() else None
+    notes = []
+    with tempfile.TemporaryDirectory(prefix="attention-kit-notebook-") as tmp:
+        if uploaded is not None and len(uploaded[1].files) > files:
+            path, found = uploaded
+            folder = Path(tmp) / "answers"
+            notebook.write_answers(found, folder)
+            notes.append(f"Graded the answer cells of {path.name}.")
+            notes += [f"{n} has more than one answer cell: the last one was graded."
+                      for n in found.duplicated]
+        if folder is None:
+            listed = ", ".join(f"{n}.py" for n in course.names("core"))
+            unreadable = _unreadable_notebooks(submission) if submission.is_dir() else []
+            return failure(" ".join([f"No exercise files found: upload {listed}, or the "
+                                     "notebook (.ipynb).", *unreadable]))
+        try:
+            result = engine.grade_submission(folder, course=course,
+                                             key_folder=root / "source" / "solutions")
+        except engine.BadSubmission as error:
+            return failure(f"This submission could not be graded: {error}")
     data = report.to_json(result)  # never the student's printed output
-    data["output"] = visible_summary(result)
+    data["output"] = " ".join([visible_summary(result), *notes])
     data["stdout_visibility"] = "hidden"
     return data
 

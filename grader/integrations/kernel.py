@@ -20,6 +20,7 @@ import linecache
 import os
 import shutil
 import signal
+import sys
 import tempfile
 import threading
 from pathlib import Path
@@ -39,6 +40,7 @@ CELL_TIMEOUT = int(3 * EXERCISE_TIMEOUT)
 # graded all the same.
 RUN_TIMEOUT = 30.0
 FILE_HEADER = "# {name}.py, saved by %%exercise {name}"
+HYPOTHESIS_STORAGE_ENV = "HYPOTHESIS_STORAGE_DIRECTORY"
 
 
 class _Kernel:
@@ -189,11 +191,13 @@ def score(exercise: str, *, hidden: bool = False) -> int:
     graded = result.results[exercise]
     checks = [c for c in graded.checks if c.hidden == hidden]
     points = 0 if graded.error else sum(c.points for c in checks)
-    print(_feedback(exercise, graded, checks, points))
+    print(feedback_text(exercise, graded, checks, points))
     return points
 
 
-def _feedback(exercise: str, graded: Any, checks: list[Any], points: int) -> str:
+def feedback_text(exercise: str, graded: Any, checks: list[Any], points: float) -> str:
+    """What a test cell prints: ``graded`` (an ExerciseResult) on ``checks``, its visible or
+    its hidden ones, worth ``points``. The isolated autograde writes the same text."""
     top = sum(c.max_points for c in checks)
     lines = [f"{exercise}: {points} / {top}"]
     if graded.error:
@@ -212,6 +216,12 @@ def load_ipython_extension(ipython: Any) -> None:
     from IPython.core.magic import register_cell_magic
 
     from ..core import engine  # noqa: F401  (one torch thread before any student code runs)
+
+    # nbgrader runs the notebook in its folder (autograded/<student>/...), which
+    # generate_feedback copies to the student: keep Hypothesis's storage and the bytecode of
+    # anything imported from there out of it.
+    os.environ.setdefault(HYPOTHESIS_STORAGE_ENV, str(_kernel().folder / ".hypothesis"))
+    sys.dont_write_bytecode = True
 
     @register_cell_magic("exercise")
     def exercise(line: str, cell: str) -> None:

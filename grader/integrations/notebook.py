@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -249,24 +250,90 @@ def build(folder: Path, solutions: Path = ROOT / "solutions",
 
 
 # -- a notebook as files -------------------------------------------------------------------------
+MAX_NOTEBOOK_BYTES = 20 << 20  # as a submission folder (engine.MAX_SUBMISSION_BYTES)
+
+
+class NotANotebook(ValueError):
+    """A submitted file the answers cannot be read from; the message says why."""
+
+
+@dataclass
+class Answers:
+    """A notebook's answer cells as the files ``%%exercise`` saves, keyed by exercise."""
+
+    files: dict[str, str]
+    duplicated: list[str]  # exercises with several answer cells: the last one counts
+    sources: dict[str, str]  # the answer cells as they stand in the notebook
+
+
+def read_notebook(path: Path) -> dict[str, Any]:
+    """A notebook file's JSON, read as data (nothing in it runs); NotANotebook if it is not
+    JSON with a list of cells."""
+    path = Path(path)
+    if path.stat().st_size > MAX_NOTEBOOK_BYTES:
+        raise NotANotebook(f"larger than {MAX_NOTEBOOK_BYTES >> 20} MiB")
+    try:
+        data = json.loads(path.read_bytes())
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+        raise NotANotebook("invalid JSON") from None
+    if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
+        raise NotANotebook("JSON without a list of cells")
+    return data
+
+
+def _text(source: Any) -> str:
+    if isinstance(source, list) and all(isinstance(line, str) for line in source):
+        return "".join(source)
+    return source if isinstance(source, str) else ""
+
+
+def answers(nb: dict[str, Any], names: Any = None) -> Answers:
+    """The answer cells of ``nb`` (a notebook's JSON), found by their nbgrader ``grade_id``
+    (the exercise's name), as exercise files. Only ``names`` count (default: every exercise).
+
+    A cell that still starts with ``%%exercise NAME`` is saved without that line, as the magic
+    does; one whose magic line was removed is graded as it stands. Where a ``grade_id`` appears
+    more than once the last cell counts, as in ``nbgrader autograde`` (its DeduplicateIds keeps
+    the last one).
+    """
+    wanted = set(EXERCISES_BY_NAME() if names is None else names)
+    files: dict[str, str] = {}
+    sources: dict[str, str] = {}
+    duplicated: set[str] = set()
+    for cell in nb.get("cells", []):
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+            continue
+        meta = cell.get("metadata")
+        nbgrader = meta.get("nbgrader") if isinstance(meta, dict) else None
+        grade_id = nbgrader.get("grade_id") if isinstance(nbgrader, dict) else None
+        if not isinstance(grade_id, str) or grade_id not in wanted:
+            continue
+        source = _text(cell.get("source"))
+        first, _, body = source.partition("\n")
+        if first.strip() != f"%%exercise {grade_id}":
+            body = source  # the magic line was removed: grade the cell as it stands
+        if grade_id in files:
+            duplicated.add(grade_id)
+        files[grade_id], sources[grade_id] = exercise_file(grade_id, body), source
+    return Answers(files, sorted(duplicated), sources)
+
+
+def write_answers(found: Answers, folder: Path) -> list[Path]:
+    """Write the answer files into ``folder`` (created); returns their paths."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, text in found.files.items():
+        path = folder / f"{name}.py"
+        path.write_text(text)
+        written.append(path)
+    return written
+
+
 def answer_files(notebook_path: Path, folder: Path) -> list[Path]:
     """Write a student's notebook's answer cells as the files ``%%exercise`` would save.
 
     ``python -m grader grade FOLDER`` then grades them outside any kernel the student's code
-    ran in: the check on a notebook whose outputs look too good to be true.
+    ran in. Nothing in the notebook runs; NotANotebook for a file that is not one.
     """
-    cells = json.loads(Path(notebook_path).read_text())["cells"]
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    written = []
-    for cell in cells:
-        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
-        source = "".join(cell.get("source", []))
-        first, _, body = source.partition("\n")
-        if grade_id in EXERCISES_BY_NAME() and cell["cell_type"] == "code":
-            if first.strip() != f"%%exercise {grade_id}":
-                body = source  # the magic line was removed: grade the cell as it stands
-            path = folder / f"{grade_id}.py"
-            path.write_text(exercise_file(grade_id, body))
-            written.append(path)
-    return written
+    return write_answers(answers(read_notebook(notebook_path)), folder)

@@ -1,0 +1,229 @@
+"""nbgrader's autograde step without running a notebook.
+
+``python -m grader nbgrader autograde --course PATH [--assignment attention] [--jobs N]``
+
+For every ``submitted/<student>/<assignment>/<assignment>.ipynb`` of the nbgrader course at
+PATH: read the notebook as JSON (nothing in it runs) and take its answer cells out as exercise
+files by ``grade_id`` (``notebook.answers``); grade them all with the isolated batch grader, in a
+forked process that cannot see the course folder (``hide``), from a temporary folder outside it;
+then, back in this process, record each student through nbgrader's own code, as ``nbgrader
+autograde`` would (``nbgrader_gradebook.record``).
+
+Each student ends with one status: ``graded``, ``late by ...``, ``missing notebook``, ``not a
+notebook (...)``, ``answer cell deleted: ...`` (that exercise scores 0), ``duplicated answer
+cell: ...`` (the last one is graded, as nbgrader does) or ``not graded: ...`` (the grader failed
+on it: its test cells are left for manual grading). One student's problem never stops the
+others.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import json
+import os
+import re
+import sys
+import tempfile
+import traceback
+from pathlib import Path
+from typing import Any, TextIO
+
+from ..core.course import KIT_ROOT, Course, load
+from ..core.engine import DEFAULT_KEY
+from ..sandbox.isolation import Limits
+from . import hide, kernel
+from . import notebook as nbfile
+from .nbgrader_gradebook import (  # noqa: F401  (AutogradeError: raised to the command line)
+    AutogradeError,
+    Layout,
+    Submission,
+    check_course,
+    read_layout,
+    record,
+)
+
+
+# -- the course -----------------------------------------------------------------------------
+def nbgrader_config(course_dir: Path) -> Any:
+    """nbgrader's configuration as its apps load it: the Jupyter config folders'
+    ``nbgrader_config.py``, then the course folder's, with the course folder as root."""
+    from jupyter_core.paths import jupyter_config_path
+    from traitlets.config import Config
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = Config()
+    for folder in [*reversed(jupyter_config_path()), str(course_dir)]:
+        if (Path(folder) / "nbgrader_config.py").is_file():
+            config.merge(PyFileConfigLoader("nbgrader_config.py", folder).load_config())
+    config.CourseDirectory.root = str(course_dir)
+    return config
+
+
+# -- reading the submissions ---------------------------------------------------------------
+def collect(coursedir: Any, assignment: str, layout: Layout) -> list[Submission]:
+    """Every student folder for ``assignment`` under ``submitted/``, read but not run."""
+    pattern = coursedir.format_path(coursedir.submitted_directory, "*", assignment)
+    regexp = coursedir.format_path(coursedir.submitted_directory, "(?P<student>[^/]+)",
+                                   re.escape(assignment), escape=True)
+    excluded = set(filter(None, coursedir.student_id_exclude.split(",")))
+    found = []
+    for name in sorted(glob.glob(pattern)):
+        path, match = Path(name), re.fullmatch(regexp, name)
+        if match is None or not path.is_dir():
+            continue
+        student = match.group("student")
+        if student.startswith(".") or student in excluded:
+            continue
+        found.append(read_submission(Submission(student, path), layout))
+    return found
+
+
+def read_submission(sub: Submission, layout: Layout) -> Submission:
+    path = sub.folder / f"{layout.notebook}.ipynb"
+    if not path.is_file():
+        sub.status = "missing notebook"
+        return sub
+    try:
+        data = nbfile.read_notebook(path)
+    except nbfile.NotANotebook as error:
+        sub.status = f"not a notebook ({error})"
+        return sub
+    sub.text = path.read_text(errors="replace")
+    sub.found = nbfile.answers(data, layout.answers)
+    sub.deleted = [n for n in layout.answers if n not in sub.found.files]
+    problems = []
+    if sub.deleted:
+        problems.append(f"answer cell deleted: {', '.join(sub.deleted)}")
+    if sub.found.duplicated:
+        problems.append(f"duplicated answer cell: {', '.join(sub.found.duplicated)} "
+                        "(the last one graded)")
+    sub.status = "; ".join(problems) or "graded"
+    return sub
+
+
+# -- grading, out of sight of the course ---------------------------------------------------
+def grade(subs: list[Submission], hidden: list[Path], *, jobs: int | None, course: Course,
+          key_folder: Path, limits: Limits, progress: TextIO | None) -> None:
+    """Grade every readable submission with ``batch.run`` in a forked process that cannot see
+    ``hidden``, from a temporary folder outside them; fills in ``results`` and failures."""
+    readable = [s for s in subs if s.found is not None]
+    if not readable:
+        return
+    with tempfile.TemporaryDirectory(prefix="attention-kit-autograde-") as tmp:
+        root, reply = Path(tmp) / "submissions", Path(tmp) / "rows.json"
+        # What the grading process reads from disk (the course file is already loaded).
+        needed = [KIT_ROOT, Path(sys.prefix), Path(sys.base_prefix), Path(key_folder),
+                  Path(tmp)]
+        for path in needed:
+            for folder in hidden:
+                if path.resolve().is_relative_to(folder.resolve()):
+                    raise AutogradeError(f"{path} lies inside {folder}, which the students' "
+                                         "code must not see: move it out")
+        for sub in readable:
+            nbfile.write_answers(sub.found, root / sub.student)  # type: ignore[arg-type]
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                _grade_child(root, reply, hidden, Path(tmp), jobs=jobs, course=course,
+                             key_folder=key_folder, limits=limits, progress=progress)
+                code = 0
+            except BaseException:
+                traceback.print_exc()
+            finally:
+                os._exit(code)
+        os.waitpid(pid, 0)
+        if not reply.is_file():
+            raise AutogradeError("the grading process failed (see above); nothing was recorded")
+        rows = {row["student"]: row for row in json.loads(reply.read_text())}
+    for sub in readable:
+        row = rows.get(sub.student)
+        if row is None or row["status"] != "graded" or row["results"] is None:
+            sub.status = row["status"] if row else "not graded: no result came back"
+        else:
+            sub.results = row["results"]
+
+
+def _grade_child(root: Path, reply: Path, hidden: list[Path], tmp: Path, **options: Any) -> None:
+    from . import batch
+
+    # Anything a library caches on disk (Hypothesis's storage, say) lands in tmp, never in the
+    # course folder or wherever the instructor started this.
+    os.chdir(tmp)
+    os.environ[kernel.HYPOTHESIS_STORAGE_ENV] = str(tmp / ".hypothesis")
+    sys.dont_write_bytecode = True
+    how = hide.hide(hidden)
+    if not how:
+        print("warning: this machine allows no mount namespace and this is not root, so the "
+              "course folder stays visible to the students' code, which runs as you. Grade as "
+              "root (see the README) to keep it out of reach.", file=sys.stderr)
+    closed = hide.closed([p for p in hidden if p.is_dir()]) if how == "permissions" else (
+        contextlib.nullcontext())
+    with closed:
+        rows = batch.run(root, **options)
+    reply.write_text(json.dumps([row.__dict__ for row in rows]))
+
+
+# -- the command -----------------------------------------------------------------------------
+def _hidden_paths(course_dir: Path, db_url: str) -> list[Path]:
+    """The course folder, and the gradebook where it lives elsewhere."""
+    paths = [course_dir]
+    if db_url.startswith("sqlite:///"):
+        db = Path(db_url.removeprefix("sqlite:///")).resolve()
+        if not db.is_relative_to(course_dir):
+            paths.append(db)
+    return paths
+
+
+def autograde(course_dir: str | os.PathLike[str], assignment: str = nbfile.ASSIGNMENT, *,
+              jobs: int | None = None, course: Course | None = None,
+              key_folder: Path = DEFAULT_KEY, limits: Limits = Limits(),
+              progress: TextIO | None = sys.stderr) -> list[Submission]:
+    """Autograde every collected submission of ``assignment`` in the nbgrader course at
+    ``course_dir``; returns one Submission per student, sorted by student."""
+    try:
+        from nbgrader.api import Gradebook
+        from nbgrader.coursedir import CourseDirectory
+    except ImportError:
+        raise AutogradeError("nbgrader is not installed here (make nbgrader installs it)") from None
+    root = Path(course_dir).resolve()
+    if not root.is_dir():
+        raise AutogradeError(f"{root} is not a folder")
+    config = nbgrader_config(root)
+    coursedir = CourseDirectory(config=config)
+    db = coursedir.db_url
+    if db.startswith("sqlite:///") and not Path(db.removeprefix("sqlite:///")).is_file():
+        raise AutogradeError(f"no gradebook at {db}: run `nbgrader generate_assignment "
+                             f"{assignment}` in {root} first")
+    with Gradebook(db, coursedir.course_id) as gb:
+        layout = read_layout(gb, assignment)
+    course = course or load(layout.course_file)
+    check_course(layout, course)
+    layout.answers = [name for name in course.names() if name in layout.answers]  # in order
+    key = Path(key_folder)
+    if not all((key / f"{name}.py").is_file() for name in layout.answers):
+        raise AutogradeError(f"the answer key is not in {key}: the hidden test cells need it")
+    subs = collect(coursedir, assignment, layout)
+    grade(subs, _hidden_paths(root, db), jobs=jobs, course=course, key_folder=key,
+          limits=limits, progress=progress)
+    for sub in subs:
+        try:
+            record(sub, layout, config=config, coursedir=coursedir, assignment=assignment)
+        except Exception as error:  # the kit's or nbgrader's failure on this student alone
+            sub.status = f"not recorded: {error!r}"
+    return subs
+
+
+def summary(subs: list[Submission]) -> str:
+    """One line per student: score and status, then the count graded."""
+    width = max([len(s.student) for s in subs] + [len("student")]) + 2
+    lines = [f"{'student':<{width}}{'score':<13}status", "-" * (width + 50)]
+    for sub in subs:
+        score = "" if sub.score is None else f"{sub.score} / {sub.max_score}"
+        lines.append(f"{sub.student:<{width}}{score:<13}{sub.status}")
+    graded = sum(s.results is not None for s in subs)
+    lines += ["-" * (width + 50), f"{graded} of {len(subs)} notebooks graded"]
+    return "\n".join(lines)
