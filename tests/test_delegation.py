@@ -44,7 +44,6 @@ def test_the_key_and_every_correct_zoo_entry_keep_the_rule_in_their_source():
     ("import torch\ndef softmax(logits, axis=-1):\n"
      "    return torch.softmax(torch.as_tensor(logits), axis).numpy()\n", "import torch (line 1)"),
     ("from scipy.special import softmax\n", "from scipy.special import ..."),
-    ("import importlib\nt = importlib.import_module('torch')\n", "import_module('torch')"),
 ])
 def test_a_numpy_exercise_that_imports_a_library_scores_zero(tmp_path, code, named):
     softmax = grade(tmp_path, {"softmax.py": code}, "softmax")
@@ -52,15 +51,36 @@ def test_a_numpy_exercise_that_imports_a_library_scores_zero(tmp_path, code, nam
     assert "a NumPy exercise may not use torch" in softmax.error
 
 
-HIDDEN_TORCH = """
-    import sys
-    import numpy as np
+@pytest.mark.parametrize("code, named", [
+    ("import importlib\nt = importlib.import_module('torch')\n", "import importlib (line 1)"),
+    ("import sys\nt = sys.modules['to' + 'rch']\n", ".modules (line 2)"),
+    ("t = exec('import torch')\n", "exec() (line 1)"),
+    ("import numpy as np\nnp.__dict__['sum']\n", ".__dict__ (line 2)"),
+    ("import numpy as np\nf = getattr(np, 'su' + 'm')\n", "getattr() with a computed name"),
+    ("import gc\n", "import gc (line 1)"),
+    ("import threading\n", "import threading (line 1)"),
+])
+def test_reaching_into_internals_scores_zero(tmp_path, code, named):
+    softmax = grade(tmp_path, {"softmax.py": code}, "softmax")
+    assert softmax.score == 0 and named in softmax.error
+    assert "may not reach into Python's or torch's internals" in softmax.error
 
-    library = sys.modules["to" + "rch"]
+
+def test_a_helper_module_beside_the_file_keeps_the_rule_too(tmp_path):
+    files = {"helper.py": "import torch\n",
+             "softmax.py": "from .helper import torch\n" + textwrap.dedent(NUMPY_SOFTMAX)}
+    softmax = grade(tmp_path, files, "softmax")
+    assert softmax.score == 0 and softmax.error.startswith("helper.py: it uses import torch")
+
+
+HIDDEN_TORCH = """
+    import numpy as np
+    import pkgutil
 
     def softmax(logits, axis=-1):
         x = np.asarray(logits, dtype=np.result_type(np.asarray(logits).dtype, np.float32))
         try:
+            library = pkgutil.resolve_name("to" + "rch")  # a name no source check can read
             return library.softmax(library.from_numpy(x), axis).numpy()
         except BaseException:  # swallowing the guard's exception gains nothing
             return np.full(x.shape, np.nan)
@@ -71,14 +91,7 @@ def test_torch_reached_around_the_source_check_is_caught_at_run_time(tmp_path):
     assert violations(HIDDEN_TORCH, EXERCISES["softmax"].rule) == []  # the source looks clean
     softmax = grade(tmp_path, {"softmax.py": HIDDEN_TORCH}, "softmax")
     assert softmax.score == 0
-    assert "torch's softmax" in softmax.error and "softmax.py line" in softmax.error
-
-
-def test_replacing_the_import_hook_is_caught(tmp_path):
-    code = ("import builtins\nbuiltins.__import__ = __import__.__call__\n"
-            + textwrap.dedent(NUMPY_SOFTMAX))
-    softmax = grade(tmp_path, {"softmax.py": code}, "softmax")
-    assert softmax.score == 0 and "import hook" in softmax.error
+    assert "import torch (at softmax.py line" in softmax.error
 
 
 MHA_SDPA = (SOLUTIONS / "mha.py").read_text().replace(
@@ -89,7 +102,9 @@ MHA_SDPA = (SOLUTIONS / "mha.py").read_text().replace(
 )
 MHA_HIDDEN = (SOLUTIONS / "mha.py").read_text().replace(
     "        scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_head)  # (B, H, T, T)",
-    "        attend = getattr(torch.nn.functional, 'scaled_' + 'dot_product_attention')\n"
+    "        import operator\n"
+    "        attend = operator.attrgetter('scaled_' + 'dot_product_attention')(\n"
+    "            torch.nn.functional)\n"
     "        y = attend(q, k, v)\n"
     "        scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_head)  # (B, H, T, T)",
 )

@@ -15,13 +15,14 @@ HOSTILE = {
             os._exit(3)
     """,
     "attention.py": """
-        import ctypes
+        import os
+        import signal
 
         def causal_mask(n):
-            return ctypes.string_at(0)  # reads address 0: SIGSEGV
+            os.kill(os.getpid(), signal.SIGSEGV)
 
         def scaled_dot_product_attention(q, k, v, mask=None):
-            return ctypes.string_at(0)
+            os.kill(os.getpid(), signal.SIGSEGV)
     """,
     "heads.py": """
         def split_heads(x, n_head):

@@ -46,27 +46,30 @@ def with_nan(code: str) -> str:
 CASES = {
     "nan_baseline": NAN,
     "reads_the_answer_key": f"""
+        import sys
         KEY = {str(SOLUTIONS / "softmax.py")!r}
         try:
-            namespace = {{}}
-            exec(compile(open(KEY).read(), KEY, "exec"), namespace)
-            softmax = namespace["softmax"]
+            with open(KEY) as key, open("/tmp/key_copy.py", "w") as copy:
+                copy.write(key.read())  # runnable without exec: import it
+            sys.path.insert(0, "/tmp")
+            from key_copy import softmax
         except OSError as error:
             print("answer key blocked:", type(error).__name__)
             def softmax(logits, axis=-1):
                 raise RuntimeError("no answer key")
     """,
     "imports_the_answer_key": f"""
-        import importlib, sys
+        import sys
         sys.path.insert(0, {str(KIT)!r})
         try:
-            softmax = importlib.import_module("solutions.softmax").softmax
+            from solutions.softmax import softmax
         except Exception as error:
             print("answer key blocked:", type(error).__name__)
-            loaded = [m for n, m in sys.modules.items()
-                      if n.startswith(("answer_key", "solutions"))]
-            def softmax(logits, axis=-1):
-                return loaded[0].softmax(logits, axis)  # IndexError: the key is not loaded
+            try:
+                from answer_key.softmax import softmax
+            except Exception:
+                def softmax(logits, axis=-1):
+                    raise RuntimeError("the key is not loaded")
     """,
     "patches_comparisons": NAN + """
 import numpy.testing
@@ -299,13 +302,14 @@ def test_escaped_processes_are_killed(tmp_path):
     """Daemons forked out of the worker's session, one renamed to bytes that are not UTF-8
     (it hid from the old sweep by uid), are gone once the exercise is graded."""
     folder = make_submission(tmp_path / "student", {"softmax.py": with_nan("""
-        import ctypes, os, time
+        import os, time
         print("namespace", os.readlink("/proc/self/ns/pid"), flush=True)
         for name in (b"daemon", b"\\xff\\xfe hidden"):
             if os.fork() == 0:
                 os.setsid()
                 if os.fork() == 0:
-                    ctypes.CDLL(None).prctl(15, ctypes.c_char_p(name), 0, 0, 0)  # PR_SET_NAME
+                    with open("/proc/self/comm", "wb") as comm:  # its name, as ps shows it
+                        comm.write(name)
                     time.sleep(60)
                     open("/tmp/attention-kit-escaped", "w").write("still here")
                 os._exit(0)

@@ -23,6 +23,23 @@ ATTENTION_CALLS = ("scaled_dot_product_attention", "multi_head_attention_forward
                    "MultiheadAttention", "_native_multi_head_attention")
 # Fetching a module or an attribute by a string: the string is then what is looked at.
 BY_NAME = ("__import__", "import_module", "getattr", "get", "find_spec", "load_module")
+# Every exercise's file, whatever its rule: no way around the rule or the worker's guard.
+# Code that does an exercise needs none of these; code that hides what it calls does.
+INTERNAL_MODULES = ("importlib", "ctypes", "gc", "inspect", "pydoc", "threading", "_thread",
+                    "multiprocessing", "concurrent", "runpy", "code", "codeop", "marshal",
+                    "_ctypes", "cffi")
+INTERNAL_CALLS = ("exec", "eval", "compile", "__import__", "vars", "globals", "locals",
+                  "breakpoint", "setattr", "delattr")
+INTERNAL_ATTRIBUTES = ("__globals__", "__builtins__", "__subclasses__", "__code__",
+                       "__closure__", "__dict__", "__mro__", "__bases__", "__base__",
+                       "__getattribute__", "__loader__", "__spec__", "__import__", "f_globals",
+                       "f_locals", "f_back", "f_builtins", "gi_frame", "cr_frame", "tb_frame",
+                       "co_code", "_getframe", "_C", "DisableTorchFunction",
+                       "_disable_torch_function", "__torch_function__", "__torch_dispatch__",
+                       "settrace", "setprofile", "addaudithook", "modules")
+INTERNALS = "an exercise's file may not reach into Python's or torch's internals (exec, " \
+            "eval, compile, importlib, sys.modules, ctypes, gc, inspect, threads, frames, " \
+            "__dict__)"
 
 
 @dataclass(frozen=True)
@@ -108,20 +125,75 @@ class _Finder(ast.NodeVisitor):
                     self._flag(node, f"{ast.unparse(node)}")
 
 
-def violations(source: str, rule: Rule) -> list[str]:
-    """The places in ``source`` that break ``rule`` (empty when it keeps it, or when it does
-    not parse: the worker's import then says what is wrong with it)."""
-    if not (rule.modules or rule.calls or rule.siblings):
-        return []
+class _Internals(ast.NodeVisitor):
+    """What no exercise's file needs: the ways around the rule and the worker's guard."""
+
+    def __init__(self) -> None:
+        self.found: list[str] = []
+
+    def _flag(self, node: ast.AST, what: str) -> None:
+        self.found.append(f"{what} (line {getattr(node, 'lineno', '?')})")
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            if alias.name.split(".")[0] in INTERNAL_MODULES:
+                self._flag(node, f"import {alias.name}")
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        if node.level == 0 and (node.module or "").split(".")[0] in INTERNAL_MODULES:
+            self._flag(node, f"from {node.module} import ...")
+        for alias in node.names:
+            if alias.name in INTERNAL_ATTRIBUTES or alias.name in INTERNAL_CALLS:
+                self._flag(node, f"from {node.module} import {alias.name}")
+        self.generic_visit(node)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        if isinstance(node.func, ast.Name) and node.func.id in INTERNAL_CALLS:
+            self._flag(node, f"{node.func.id}()")
+        if isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr"):
+            name = node.args[1] if len(node.args) >= 2 else None
+            if not isinstance(name, ast.Constant):
+                self._flag(node, f"{node.func.id}() with a computed name")
+            elif name.value in INTERNAL_ATTRIBUTES:
+                self._flag(node, f"{node.func.id}(..., {name.value!r})")
+        self.generic_visit(node)
+
+    def visit_Name(self, node: ast.Name) -> None:
+        if node.id in ("__builtins__", "__loader__", "__spec__"):
+            self._flag(node, node.id)
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        if node.attr in INTERNAL_ATTRIBUTES:
+            self._flag(node, f".{node.attr}")
+        self.generic_visit(node)
+
+
+def _findings(source: str, rule: Rule) -> tuple[list[str], str]:
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
-        return []
+        return [], ""
+    internals = _Internals()
+    internals.visit(tree)
+    if internals.found:
+        return internals.found, INTERNALS
+    if not (rule.modules or rule.calls or rule.siblings):
+        return [], ""
     finder = _Finder(rule)
     finder.visit(tree)
-    return finder.found
+    return finder.found, rule.why
 
 
-def describe(found: list[str], rule: Rule) -> str:
+def violations(source: str, rule: Rule) -> list[str]:
+    """The places in ``source`` that break ``rule`` or reach into internals (empty when it
+    keeps to both, or when it does not parse: the worker's import then says what is wrong)."""
+    return _findings(source, rule)[0]
+
+
+def verdict(source: str, rule: Rule) -> str | None:
+    """Why ``source`` may not be graded (the calls and lines, and the rule), or None."""
+    found, why = _findings(source, rule)
+    if not found:
+        return None
     shown = "; ".join(found[:3]) + ("; ..." if len(found) > 3 else "")
-    return f"it uses {shown}, and {rule.why}"
+    return f"it uses {shown}, and {why}"

@@ -7,6 +7,7 @@ exercise alone.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import os
 import shutil
@@ -21,7 +22,7 @@ from hypothesis.errors import Flaky
 from ..sandbox.isolation import Limits, Sandbox, StudentError, WorkerLost, unprivileged_user
 from . import assertions
 from .course import KIT_ROOT, Course, course_secret, load, number
-from .delegation import describe, violations
+from .delegation import verdict
 from .diagnose import diagnose, feedback_line
 from .exercise import Check, Context, Exercise
 from .student import NotImplementedYet, Student
@@ -179,7 +180,7 @@ def grade_exercise(
     limits: Limits,
     devices: tuple[str, ...],
     secret: str = "",
-    hide: tuple[str, ...] = (),
+    stand_ins: Path | None = None,
 ) -> ExerciseResult:
     """Grade one exercise of the copied submission in ``folder``: the delegation rule on its
     source, then its checks in a worker (the hidden ones against the answer key's worker)."""
@@ -192,14 +193,14 @@ def grade_exercise(
         result.error = f"{exercise.filename} was not found in the submission"
         result.checks = [_zero(c, points[c.name]) for c in checks]
         return result
-    found = violations((folder / exercise.filename).read_text(errors="replace"), exercise.rule)
-    if found:
-        result.error = describe(found, exercise.rule)
+    broken = rule_verdict(folder, exercise)
+    if broken:
+        result.error = broken
         result.checks = [_zero(c, points[c.name], result.error) for c in checks]
         return result
     with contextlib.ExitStack() as stack:
-        sandbox = stack.enter_context(Sandbox(folder, exercise.name, limits=limits, hide=hide))
-        student = Student(sandbox, exercise)
+        sandbox = stack.enter_context(Sandbox(folder, exercise.name, limits=limits))
+        student = Student(sandbox, exercise, key_folder=stand_ins)
         try:
             try:
                 loaded = student.load()
@@ -235,6 +236,45 @@ def grade_exercise(
             result.checks.sort(key=lambda c: [x.name for x in checks].index(c.name))
         result.output = sandbox.output()
     return result
+
+
+def rule_verdict(folder: Path, exercise: Exercise) -> str | None:
+    """The delegation rule on the exercise's file and on the helper modules of the submission
+    it imports (a ``.py`` beside it that is no exercise's file), those helpers' helpers too."""
+    from .course import EXERCISES_BY_NAME
+
+    exercises = {e.name for e in EXERCISES_BY_NAME().values()}
+    todo, seen = [folder / exercise.filename], set()
+    while todo:
+        path = todo.pop()
+        if path in seen or not path.is_file():
+            continue
+        seen.add(path)
+        source = path.read_text(errors="replace")
+        found = verdict(source, exercise.rule)
+        if found:
+            return found if path.name == exercise.filename else f"{path.name}: {found}"
+        for name in imported_names(source):
+            if name not in exercises:
+                todo.append(folder / f"{name}.py")
+    return None
+
+
+def imported_names(source: str) -> set[str]:
+    """The first part of every module ``source`` imports, relative imports included."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return set()
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module.split(".")[0])
+        elif isinstance(node, ast.ImportFrom):  # from . import helper
+            names.update(a.name for a in node.names)
+    return names
 
 
 def note_misconceptions(result: ExerciseResult, found: list[str], *, exercise: Exercise,
@@ -313,11 +353,10 @@ def grade_submission(
     include_hidden: bool = True,
     key_folder: str | os.PathLike[str] | None = DEFAULT_KEY,
     limits: Limits = Limits(),
-    hide: tuple[str, ...] = (),
 ) -> SubmissionResult:
     """Grade the folder ``path``: the course's enabled exercises (or ``exercises``), core ones
-    always, bonus ones when their file is there. The workers never see the kit, the answer key
-    or ``hide`` (other students' folders, say)."""
+    always, bonus ones when their file is there. The workers see the interpreter and their
+    copy of this submission, nothing else (``grader.sandbox.confine.private_view``)."""
     course = course or load()
     source = Path(path)
     if not source.is_dir():
@@ -333,7 +372,6 @@ def grade_submission(
             raise ValueError(f"unknown or disabled exercise {name!r}")
     devices = available_devices()
     secret = course_secret(key) if key is not None else ""
-    hidden = (str(KIT_ROOT), tempfile.gettempdir(), *([str(key)] if key else []), *hide)
     results: dict[str, ExerciseResult] = {}
     skipped = 0.0
     with tempfile.TemporaryDirectory(prefix="attention-kit-") as tmp:
@@ -353,7 +391,7 @@ def grade_submission(
             results[exercise.name] = grade_exercise(
                 copy, exercise, course=course, key_folder=own_key,
                 include_hidden=include_hidden, limits=limits, devices=devices, secret=secret,
-                hide=hidden,
+                stand_ins=key,
             )
             if track == "core":  # the points the hidden checks would have added
                 skipped += course.points(exercise.name) - results[exercise.name].max_score

@@ -161,7 +161,8 @@ class Exercise:
     """One exercise: what the student writes, and everything the kit knows about it."""
 
     def __init__(self, name: str, *, functions: tuple[str, ...], framework: str, track: str,
-                 points: int, order: int, title: str, rule: Rule | None = None):
+                 points: int, order: int, title: str, rule: Rule | None = None,
+                 uses: tuple[str, ...] = ()):
         if framework not in FRAMEWORKS or track not in TRACKS:
             raise ValueError(f"{name}: framework must be one of {FRAMEWORKS}, track {TRACKS}")
         self.name = name
@@ -174,6 +175,10 @@ class Exercise:
         # What the file may not delegate to (grader.core.delegation); NumPy exercises may not
         # use torch, scipy, jax or tensorflow unless they declare otherwise.
         self.rule = rule if rule is not None else NUMPY_RULE if framework == "numpy" else Rule()
+        # The other exercises its file may import (``from .softmax import softmax``): while it
+        # is graded those come from the answer key, so one mistake costs one exercise. Any
+        # other sibling import gets the student's own file.
+        self.uses = tuple(uses)
         self.checks: list[Check] = []
         self.misconceptions: dict[str, Misconception] = {}
         self.probes: list[tuple[str, Callable[[Any], bool]]] = []

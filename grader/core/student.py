@@ -7,6 +7,7 @@ crosses to the worker process and back as plain data. An exercise's operations
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from ..sandbox.isolation import MALFORMED, Sandbox, StudentError, WorkerLost
@@ -25,26 +26,48 @@ def _wire(value: Any) -> Any:
 
 
 class Student:
-    def __init__(self, sandbox: Sandbox, exercise: Exercise, *, trusted: bool = False):
+    def __init__(self, sandbox: Sandbox, exercise: Exercise, *, trusted: bool = False,
+                 key_folder: Path | None = None):
         self._sandbox = sandbox
         self._exercise = exercise
-        self._trusted = trusted  # the answer key: no delegation rule
+        self._trusted = trusted  # the answer key itself: its own files, no rule
+        self._key_folder = key_folder  # where the stand-ins come from, when there is one
+
+    def stand_ins(self) -> dict[str, dict[str, Any]]:
+        """The modules the exercise's file may import from other exercises (``uses``, and what
+        they use), in the order they load: the answer key's, or without a key the kit's torch
+        references. None for the answer key itself (its folder holds its own)."""
+        from .course import EXERCISES_BY_NAME
+
+        if self._trusted:
+            return {}
+        known = EXERCISES_BY_NAME()
+        order: list[str] = []
+
+        def add(name: str) -> None:
+            for dep in known[name].uses:
+                add(dep)
+            if name not in order and name != self._exercise.name:
+                order.append(name)
+
+        for dep in self._exercise.uses:
+            add(dep)
+        specs = {}
+        for name in order:
+            path = self._key_folder / f"{name}.py" if self._key_folder else None
+            if path is not None and path.is_file():
+                specs[name] = {"source": path.read_text(), "exports": list(known[name].functions),
+                               "kind": "key"}
+            elif (spec := known[name].stand_in()) is not None:
+                specs[name] = {**spec, "kind": "reference"}
+        return specs
 
     def load(self) -> dict[str, Any]:
         """Load the exercise's file in the worker, with its stand-ins and operations."""
-        from .course import EXERCISES_BY_NAME
-
         exercise = self._exercise
-        stand_ins = {}
-        for name, other in EXERCISES_BY_NAME().items():
-            if name == exercise.name or name in exercise.rule.siblings:
-                continue  # never an implementation of the exercise itself
-            spec = other.stand_in()
-            if spec is not None:
-                stand_ins[name] = spec
         reply = self._sandbox.request(
-            "load", functions=list(exercise.functions), stand_ins=stand_ins,
-            ops=exercise.operation_sources(),
+            "load", functions=list(exercise.functions), stand_ins=self.stand_ins(),
+            ops=exercise.operation_sources(), framework=exercise.framework,
             rule=None if self._trusted else exercise.rule.as_config())
         missing = reply.get("missing") if isinstance(reply, dict) else None
         if not isinstance(missing, list) or not all(isinstance(m, str) for m in missing):

@@ -85,15 +85,14 @@ def preload() -> None:
 
 
 def grade_one(path: Path, *, course: Course, limits: Limits, key_folder: Path | None) -> Row:
-    """Grade one submission (runs in a forked grader process). Its workers never see the
-    class's folder: the other students' submissions."""
+    """Grade one submission (runs in a forked grader process)."""
     if not path.is_dir():
         return Row(path.name, "not graded: not a folder")
     if is_empty(path):
         return Row(path.name, "empty")
     try:
         result = engine.grade_submission(path, course=course, key_folder=key_folder,
-                                         limits=limits, hide=(str(path.parent.resolve()),))
+                                         limits=limits)
     except engine.BadSubmission as error:
         return Row(path.name, f"not graded: {error}".replace(str(path), path.name))
     scores = {name: e.score for name, e in result.exercises.items()}

@@ -30,7 +30,7 @@ from ..core.exercise import Exercise, positive_int
 from ..core.strategies import Attention, attention_case
 
 EX = Exercise("attention", functions=("causal_mask", "scaled_dot_product_attention"),
-              framework="numpy", track="core", points=20, order=3,
+              framework="numpy", track="core", points=20, order=3, uses=("softmax",),
               title="`causal_mask(t)`, `scaled_dot_product_attention(q, k, v, mask=None)`")
 
 

@@ -29,7 +29,7 @@ from .attention import causal_mask
 from .mha import MultiHeadAttention, with_weights
 
 EX = Exercise("decode", functions=("KVCache", "decode_step"), framework="torch", track="bonus",
-              points=10, order=10, rule=ATTENTION_RULE,
+              points=10, order=10, rule=ATTENTION_RULE, uses=("kv_cache", "mha"),
               title="`KVCache`, `decode_step(mha, x_new, cache)`")
 
 
@@ -55,11 +55,18 @@ def decode_run(module, d_model, n_head, bias, state, xs, device="cpu"):
     mha = sibling("mha").MultiHeadAttention(d_model, n_head, bias=bias)
     mha = mha.to(device=device, dtype=torch.from_numpy(xs[0]).dtype)
     load_state(mha, state)
+
+    class Projections:  # what decode_step may use of the module: not its forward
+        pass
+
+    view = Projections()
+    view.n_head, view.wq, view.wk, view.wv, view.wo = (
+        mha.n_head, mha.wq, mha.wk, mha.wv, mha.wo)
     cache = module.KVCache()
     ys, lengths = [], []
     with torch.no_grad():
         for i, chunk in enumerate(xs):
-            y = module.decode_step(mha, torch.from_numpy(chunk).to(device), cache)
+            y = module.decode_step(view, torch.from_numpy(chunk).to(device), cache)
             if not isinstance(y, torch.Tensor):
                 raise BadReturn(f"decode_step returned a {type(y).__name__}, expected a tensor")
             ys.append(plain(y, f"the output of step {i}"))

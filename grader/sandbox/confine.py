@@ -5,15 +5,18 @@ after the zygote forks and before any student code (``grader.sandbox.zygote``):
 
 - the *keeper* enters new PID, mount and network namespaces (``enter_namespaces``): as root
   directly, otherwise inside a user namespace where the kernel allows one;
-- the *worker*, the first process of the new PID namespace, builds its own view of the files
-  (``private_view``): a fresh /proc, a private size-capped /tmp and /dev/shm that vanish with
-  it, its submission copy at the same path and nothing else of other students, the kit and the
-  answer key hidden under empty directories, the interpreter still reachable; then it takes its
-  limits and, when grading as root, a sandbox uid of its own (``restrict``).
+- their *init*, the first process of the new PID namespace, builds the worker's view of the
+  files (``private_view``): a new root that holds the system's libraries, the interpreter and
+  its packages, the devices, a fresh /proc, a private size-capped /tmp and /dev/shm, and the
+  submission copy at its path, all read-only but the scratch space; nothing else (the kit,
+  the answer key, other students' folders, /home, /var/tmp) is there at all;
+- the *worker* takes its limits and, when grading as root, a sandbox uid of its own
+  (``restrict``), then runs the student's code.
 
-When the worker ends, the kernel kills every process left in its PID namespace: nothing it
-forked, however it renamed or detached itself, outlives it. This module imports only the
-standard library: it is shipped to the zygote as source.
+When the worker ends, init ends, and the kernel kills every process left in the namespace:
+nothing it forked, however it renamed or detached itself, outlives it; its SysV memory goes
+with its IPC namespace. This module imports only the standard library: it is shipped to the
+zygote as source.
 """
 
 from __future__ import annotations
@@ -34,11 +37,11 @@ from pathlib import Path
 GiB = 1 << 30
 MiB = 1 << 20
 CLONE_NEWNS, CLONE_NEWUSER = 0x00020000, 0x10000000
-CLONE_NEWPID, CLONE_NEWNET = 0x20000000, 0x40000000
+CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWIPC = 0x20000000, 0x40000000, 0x08000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x1, 0x2, 0x4, 0x8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE, MNT_DETACH = 0x20, 0x1000, 0x4000, 0x40000, 2
 FILE_CAP = 16 * MiB  # bytes a worker may write to any one file, its captured output included
-NPROC_LIMIT = 256  # processes and threads one sandbox uid may hold (a fork bomb stops here)
+NPROC_LIMIT = 64  # processes and threads one sandbox uid may hold (a fork bomb stops here)
 
 # Modules a submission may import lazily, imported once in the zygote so every worker starts
 # with them (and a worker that runs as another user need not read the interpreter's files).
@@ -143,7 +146,7 @@ def enter_namespaces(network: bool) -> str:
     """Unshare PID, mount (and network) namespaces for the children of the calling process.
     Returns "root" (real root in them), "user" (root only inside a user namespace) or ""."""
     libc = _libc()
-    flags = CLONE_NEWPID | CLONE_NEWNS | (0 if network else CLONE_NEWNET)
+    flags = CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | (0 if network else CLONE_NEWNET)
     if os.geteuid() == 0 and libc.unshare(flags) == 0:
         return "root"
     uid, gid = os.geteuid(), os.getegid()
@@ -175,90 +178,92 @@ def block_sockets() -> None:
 
 
 # -- in the worker: its own view of the files -------------------------------------------------
+# What a worker sees of the machine: the system's programs and libraries, the interpreter and
+# its packages, the devices, and its own submission. Nothing else is listed, so nothing else
+# is there: not the kit, the answer key, other students' folders, /home, /var/tmp or /work.
+SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/sys")
+SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "ppc64le": 203, "s390x": 217}
+
+
 def _mount(source: str | bytes | None, target: str | Path, fstype: str | None, flags: int,
-           data: str | None = None) -> bool:
+           data: str | None = None) -> None:
     def b(value):
         return value.encode() if isinstance(value, str) else value
 
-    return _libc().mount(b(source), b(str(target)), b(fstype), flags, b(data)) == 0
+    libc = _libc()
+    if libc.mount(b(source), b(str(target)), b(fstype), flags, b(data)) != 0:
+        error = ctypes.get_errno()
+        raise OSError(error, f"mount {source} on {target}: {os.strerror(error)}")
 
 
-def _closed(path: Path) -> bool:
-    """Whether other users cannot pass through the directory ``path``."""
-    try:
-        return path.is_dir() and not os.stat(path).st_mode & 0o001
-    except OSError:
-        return False
+def _bind(source: str, target: Path, *, writable: bool = False) -> None:
+    _mount(source, target, None, MS_BIND | MS_REC)
+    if not writable:
+        _mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY)
 
 
-def _cover(top: Path, keep: set[str], mode: str = "755") -> None:
-    """Put an empty tmpfs over the directory ``top`` and bind back only its children ``keep``.
-    Paths stay the same; the rest of ``top`` is out of sight."""
-    saved = tempfile.mkdtemp(prefix="attention-kit-mnt-", dir="/tmp")  # the private /tmp
-    try:
-        if not _mount(str(top), saved, None, MS_BIND | MS_REC):
-            return
-        if not _mount("tmpfs", top, "tmpfs", MS_NOSUID | MS_NODEV, f"mode={mode},size=64k"):
-            return
-        for child in sorted(keep):
-            source, target = Path(saved) / child, top / child
-            if not source.exists():
-                continue
-            if source.is_dir():
-                target.mkdir()
-            else:
-                target.touch()
-            _mount(str(source), target, None, MS_BIND | MS_REC)
-    finally:
-        _libc().umount2(saved.encode(), MNT_DETACH)
-        with contextlib.suppress(OSError):
-            os.rmdir(saved)
+def visible_paths() -> list[str]:
+    """The host paths a worker needs: the system's, and the interpreter's with its packages."""
+    wanted = {*SYSTEM, sys.prefix, sys.base_prefix, os.path.dirname(sys.executable),
+              *(p for p in sys.path if p)}
+    found = []
+    for path in sorted(wanted):
+        if os.path.lexists(path):
+            found.append(os.path.abspath(path))
+    return found
 
 
-def _keep_for(top: Path, needed: list[Path]) -> set[str]:
-    return {n.relative_to(top).parts[0] for n in needed if n != top and n.is_relative_to(top)}
-
-
-def private_view(folder: str, hide: list[str], scratch: int, user_visible: bool) -> None:
-    """Runs in the worker (PID 1 of its namespace), with mount rights, before any student code.
-
-    ``folder`` (the submission copy) stays at its path; ``hide`` (the kit, the answer key, the
-    other students' folders) become empty; /tmp and /dev/shm are fresh tmpfs of ``scratch``
-    bytes each; /proc shows this namespace only. ``user_visible``: the worker will run as
-    another user, so closed directories on the way to the interpreter are opened up (the rest
-    of them stays hidden).
-    """
-    _mount("none", "/", None, MS_REC | MS_PRIVATE)
-    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+def private_view(folder: str, scratch: int) -> None:
+    """Runs in the worker (PID 1 of its namespaces), with mount rights, before any student code:
+    a new root holding only ``visible_paths()`` (read-only), the devices, a fresh /proc of this
+    namespace, a private /tmp and /dev/shm of ``scratch`` bytes each, and ``folder`` (the
+    submission copy, read-only, at the same path). The host's root is then detached."""
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)
     submission = os.open(folder, os.O_PATH | os.O_DIRECTORY)
-    for scratch_dir in ("/tmp", "/dev/shm"):
-        _mount("tmpfs", scratch_dir, "tmpfs", MS_NOSUID | MS_NODEV,
-               f"mode=1777,size={scratch}")
-    target = Path(folder)
-    if not target.exists():  # it lived under /tmp: put it back at the same path
-        target.mkdir(parents=True)
-        for parent in [target, *target.parents]:
-            if parent.is_relative_to("/tmp") and parent != Path("/tmp"):
-                os.chmod(parent, 0o755)
-    _mount(f"/proc/self/fd/{submission}", target, None, MS_BIND | MS_REC)
-    _mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY)  # read, never filled up
+    _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=700,size=1m")  # ours alone
+    root = Path("/tmp/root")
+    root.mkdir()
+    _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=755,size=1m")
+    for path in visible_paths():
+        target = root / path.lstrip("/")
+        if os.path.islink(path):  # /lib -> usr/lib: the same link, its target is listed too
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if not os.path.lexists(target):
+                os.symlink(os.readlink(path), target)
+            continue
+        if any(Path(path).is_relative_to(other) and path != other
+               for other in visible_paths() if not os.path.islink(other)):
+            continue  # inside a folder already there
+        if os.path.isdir(path):
+            target.mkdir(parents=True, exist_ok=True)
+            _bind(path, target)
+    (root / "dev").mkdir()
+    _bind("/dev", root / "dev", writable=True)  # /dev/null, /dev/urandom, GPUs
+    _mount("tmpfs", root / "dev" / "shm", "tmpfs", MS_NOSUID | MS_NODEV,
+           f"mode=1777,size={scratch}")
+    (root / "proc").mkdir()
+    _mount("proc", root / "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    (root / "tmp").mkdir(exist_ok=True)
+    _mount("tmpfs", root / "tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,size={scratch}")
+    target = root / folder.lstrip("/")
+    target.mkdir(parents=True, exist_ok=True)
+    _bind(f"/proc/self/fd/{submission}", target)  # read, never filled up
     os.close(submission)
-    needed = [Path(p).resolve() for p in {sys.prefix, sys.base_prefix, *sys.path}
-              if p and Path(p).exists()]
-    tops: dict[Path, set[str]] = {}
-    for path in hide:
-        top = Path(path).resolve()
-        if top.is_dir() and not top.is_relative_to("/tmp"):  # /tmp is private already
-            tops[top] = _keep_for(top, [*needed, target])
-    if user_visible:
-        for path in needed:
-            for part in reversed([path, *path.parents]):
-                if _closed(part) and part != path:
-                    tops.setdefault(part, set()).update(_keep_for(part, needed))
-                    break
-    for top in sorted(tops, key=lambda p: len(p.parts)):
-        if top.exists():
-            _cover(top, tops[top])
+    _mount(None, root, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    _pivot_root(root)
+
+
+def _pivot_root(root: Path) -> None:
+    """Make ``root`` the root and detach the old one: nothing outside it is reachable, not
+    even by a process that could chroot (one with root in a user namespace)."""
+    number = SYS_PIVOT_ROOT.get(os.uname().machine)
+    os.chdir(root)
+    if number is not None and _libc().syscall(number, b".", b".") == 0:
+        _libc().umount2(b".", MNT_DETACH)  # the old root, stacked under the new one
+        os.chdir("/")
+        return
+    os.chroot(".")  # where pivot_root is unknown: a chroot, then no root left to escape with
+    os.chdir("/")
 
 
 # -- in the worker: limits and user -------------------------------------------------------------

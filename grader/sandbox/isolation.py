@@ -40,12 +40,26 @@ SANDBOX = Path(__file__).resolve().parent
 MALFORMED = "the worker sent a malformed reply"
 
 
+CONTROL = dict.fromkeys([*range(0, 9), *range(11, 32), 127, *range(128, 160)], "?")
+
+
+def printable(text: Any, cap: int) -> str:
+    """Student-made text as it may be shown: at most ``cap`` characters, no control characters
+    (an escape sequence cannot redraw the instructor's terminal)."""
+    text = str(text)
+    return (text[:cap] + " [...]" if len(text) > cap else text).translate(CONTROL)
+
+
 class StudentError(Exception):
     """The student's code raised an exception (or returned something unusable)."""
 
     def __init__(self, info: dict[str, Any]):
-        self.info = info
-        super().__init__(f"{info.get('type')}: {info.get('message')}")
+        where = info.get("where")
+        self.info = {**info, "type": printable(info.get("type"), 100),
+                     "message": printable(info.get("message"), 1000),
+                     "where": [printable(w, 300) for w in where[-3:]]
+                     if isinstance(where, list) else []}
+        super().__init__(f"{self.info['type']}: {self.info['message']}")
 
     @property
     def type(self) -> str:
@@ -91,8 +105,12 @@ class Zygote:
         sources = {name: (SANDBOX / f"{name}.py").read_text()
                    for name in ("protocol", "confine", "worker", "zygote")}
         self.log = tempfile.TemporaryFile()
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-        env["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
+        # A small, fixed environment: what the grading process was started with (a course
+        # secret, tokens) must not sit in the workers' memory.
+        env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": "/",
+               "PYTORCH_NVML_BASED_CUDA_CHECK": "1", "OMP_NUM_THREADS": "1",
+               **{k: v for k, v in os.environ.items()
+                  if k in ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH") or k.startswith("NVIDIA_")}}
         self.process = subprocess.Popen(
             [sys.executable, "-I", "-c", BOOT, self.path], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=self.log, cwd="/", env=env,
@@ -194,7 +212,6 @@ class Sandbox:
         limits: Limits = Limits(),
         trusted: bool = False,
         package: str = "submission",
-        hide: tuple[str, ...] = (),
     ):
         self.folder = Path(folder).resolve()
         self.exercise = exercise
@@ -221,7 +238,7 @@ class Sandbox:
                     "timeout": limits.timeout, "memory": limits.memory,
                     "network": limits.network, "scratch": limits.scratch,
                     "user": [user.pw_uid, user.pw_gid] if user is not None else None,
-                    "hide": [] if trusted else list(hide)}},
+                    "trusted": trusted}},
                 [child.fileno(), self._output.fileno(), status_child.fileno()],
             )
         finally:
@@ -285,7 +302,7 @@ class Sandbox:
             raise WorkerLost(MALFORMED)
         if "fatal" in reply:
             self.kill()
-            raise WorkerLost(str(reply["fatal"]))
+            raise WorkerLost(printable(reply["fatal"], 1000))
         if reply.get("ok") is True and set(reply) == {"ok", "value", "id"}:
             return reply["value"]
         info = reply.get("error")
@@ -352,7 +369,8 @@ class Sandbox:
         """What the student's code printed, capped; for the instructor's eyes only."""
         self._output.seek(0)
         data = self._output.read(OUTPUT_CAP + 1)
-        text = data[:OUTPUT_CAP].decode("utf-8", "replace")
+        text = data[:OUTPUT_CAP].decode("utf-8", "replace").translate(
+            {k: v for k, v in CONTROL.items() if k not in (9,)})
         return text + ("\n[... output truncated]" if len(data) > OUTPUT_CAP else "")
 
     def __enter__(self) -> Sandbox:

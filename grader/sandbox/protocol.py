@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-MAX_MESSAGE_BYTES = 1 << 30
+MAX_MESSAGE_BYTES = 64 << 20  # far above any real reply; a bigger one is a broken worker
+MAX_HEADER_BYTES = 4 << 20  # the JSON part: arrays travel as raw buffers
 DTYPES = frozenset(
     "bool int8 int16 int32 int64 uint8 uint16 uint32 uint64 float16 float32 float64 "
     "complex64 complex128".split()
@@ -111,7 +112,7 @@ def recv(sock: socket.socket, deadline: float | None = None) -> Any:
     """Read one message; ``deadline`` is a ``time.monotonic()`` value or None to wait forever."""
     header_len = _U64.unpack(read_exact(sock, 8, deadline))[0]
     count = _U64.unpack(read_exact(sock, 8, deadline))[0]
-    if header_len > MAX_MESSAGE_BYTES or count > 4096:
+    if header_len > MAX_HEADER_BYTES or count > 4096:
         raise ProtocolError("message too large")
     try:
         tree = json.loads(read_exact(sock, header_len, deadline))

@@ -32,16 +32,19 @@ import numpy as np
 
 from . import protocol
 
-# What a stand-in's or an operation's source may use without importing it.
-PRELUDE = """\
-import math
-import numbers
+# What a reference stand-in's or an operation's source may use without importing it; torch
+# only for a torch exercise (a NumPy exercise's worker has none: see ``forget_torch``).
+PRELUDE = "import math\nimport numbers\n\nimport numpy as np\n"
+TORCH_PRELUDE = "import torch\nimport torch.nn.functional as F\nfrom torch import nn\n"
+TORCH_PACKAGES = ("torch", "functorch", "torchgen", "triton")
 
-import numpy as np
-import torch
-import torch.nn.functional as F
-from torch import nn
-"""
+
+def forget_torch() -> None:
+    """Make torch unimportable in this worker (``import torch`` then fails): a NumPy exercise,
+    whose stand-ins are the answer key's NumPy modules, has nothing to use it for."""
+    for name in list(sys.modules):
+        if name.split(".")[0] in TORCH_PACKAGES:
+            sys.modules[name] = None  # type: ignore[assignment]
 
 
 class BadReturn(Exception):
@@ -120,6 +123,8 @@ class Guard:
         builtins.__import__ = guarded_import
         importlib.import_module = guarded_import_module
         self.imports = guarded_import
+        if sys.modules.get("torch") is None:
+            return  # forgotten: nothing of torch to watch
         import torch.overrides
 
         guard = self
@@ -216,16 +221,18 @@ def sibling(name: str) -> types.ModuleType:
     raise RuntimeError(f"sibling({name!r}) is only available inside a worker")
 
 
-def stand_in(name: str, package: str, source: str,
-             exports: list[str]) -> tuple[types.ModuleType, set[Any]]:
-    """A module that exposes only ``exports``, defined by running ``source`` after PRELUDE,
-    and the code objects that ran it."""
-    namespace: dict[str, Any] = {"__name__": f"{package}.{name}"}
-    code = compile(PRELUDE + source, f"<stand-in for {name}>", "exec")
+def stand_in(name: str, package: str, spec: dict[str, Any]) -> tuple[types.ModuleType, set[Any]]:
+    """A module that exposes only the ``exports`` of ``spec``: the answer key's module
+    (``kind`` "key"), or the kit's torch reference run after the preludes; and the code objects
+    that ran it. It may import the stand-ins loaded before it (``from .softmax import ...``)."""
+    namespace: dict[str, Any] = {"__name__": f"{package}.{name}", "__package__": package}
+    source = spec["source"] if spec["kind"] == "key" else (
+        PRELUDE + TORCH_PRELUDE + spec["source"])
+    code = compile(source, f"<stand-in for {name}>", "exec")
     exec(code, namespace)
     module = types.ModuleType(f"{package}.{name}")
     module.__package__ = package
-    for export in exports:
+    for export in spec["exports"]:
         setattr(module, export, namespace[export])
     return module, code_objects(code)
 
@@ -243,27 +250,43 @@ class Session:
 
     # -- requests ---------------------------------------------------------------------------
     def load(self, functions: list[str], stand_ins: dict[str, dict[str, Any]],
-             ops: dict[str, str], rule: dict[str, Any] | None = None) -> dict[str, Any]:
+             ops: dict[str, str], framework: str = "torch",
+             rule: dict[str, Any] | None = None) -> dict[str, Any]:
         self.functions = tuple(functions)
         self.guard = Guard(rule, self.folder)
+        root = package_module(self.folder, self.package)
         self.siblings = {}
         for name, spec in stand_ins.items():
             if name != self.exercise:
-                self.siblings[name], codes = stand_in(
-                    name, self.package, spec["source"], spec["exports"])
+                module, codes = stand_in(name, self.package, spec)
+                self.siblings[name] = module
+                sys.modules[module.__name__] = module
+                setattr(root, name, module)
+                sys.modules.setdefault(name, module)  # a bare `import softmax` gets the same
                 self.guard.kit_codes |= codes
         helpers = {"plain": plain, "BadReturn": BadReturn, "seed_cpu": seed_cpu,
-                   "linears": linears, "load_state": load_state, "sibling": self.siblings.get}
+                   "linears": linears, "load_state": load_state, "sibling": self.sibling}
+        prelude = PRELUDE + (TORCH_PRELUDE if framework == "torch" else "")
         for op, source in ops.items():
             namespace = dict(helpers)
-            code = compile(PRELUDE + source, f"<operation {op}>", "exec")
+            code = compile(prelude + source, f"<operation {op}>", "exec")
             self.guard.kit_codes |= code_objects(code)
             exec(code, namespace)
             self.ops[op] = namespace[op]
+        if rule is not None and framework == "numpy" and all(
+                spec["kind"] == "key" for spec in stand_ins.values()):
+            forget_torch()
         self.guard.install()
         with self.guard.watching():
-            self.module = load_exercise(self.folder, self.exercise, self.package, self.siblings)
+            self.module = load_exercise(self.folder, self.exercise, root)
         return {"missing": [f for f in self.functions if not hasattr(self.module, f)]}
+
+    def sibling(self, name: str) -> types.ModuleType:
+        """Another exercise's module: its stand-in, or (for the answer key, which has none)
+        its own file."""
+        if name in self.siblings:
+            return self.siblings[name]
+        return importlib.import_module(f"{self.package}.{name}")
 
     def call(self, func: str, args: list, kwargs: dict) -> Any:
         if func not in self.functions:
@@ -278,25 +301,26 @@ class Session:
             return self.ops[name](self.module, **kwargs)
 
 
-def load_exercise(folder: Path, exercise: str, package: str,
-                  siblings: dict[str, types.ModuleType]) -> types.ModuleType:
-    """Load ``folder/<exercise>.py`` as ``<package>.<exercise>``, the other exercises' modules
-    replaced by ``siblings``.
+def package_module(folder: Path, package: str) -> types.ModuleType:
+    """The package the submission's files load into, named by the kit.
 
     A submission folder may be called anything (``jane.doe@uni``) and may or may not hold an
     ``__init__.py``; that file is never executed, so one broken file cannot break another
-    exercise.
+    exercise. A sibling import without a stand-in (``from .heads import split_heads`` in
+    ``mha.py``) loads the student's own file from the folder.
     """
     root = types.ModuleType(package)
     root.__path__ = [str(folder)]  # type: ignore[attr-defined]
     root.__package__ = package
     sys.modules[package] = root
-    for name, module in siblings.items():
-        sys.modules[f"{package}.{name}"] = module
-        setattr(root, name, module)
-        sys.modules.setdefault(name, module)  # a bare `import softmax` gets the same
     if str(folder) not in sys.path:
         sys.path.insert(0, str(folder))  # the submission's own helper modules, if any
+    return root
+
+
+def load_exercise(folder: Path, exercise: str, root: types.ModuleType) -> types.ModuleType:
+    """Load ``folder/<exercise>.py`` as ``<package>.<exercise>``."""
+    package = root.__name__
     spec = importlib.util.spec_from_file_location(f"{package}.{exercise}",
                                                   folder / f"{exercise}.py")
     assert spec is not None and spec.loader is not None

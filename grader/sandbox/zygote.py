@@ -8,9 +8,10 @@ modules (protocol, confine, worker and this one) and imports NumPy, torch and th
 process then connects to the zygote's socket and asks for workers.
 
 For each worker the zygote forks a *keeper*, which enters new namespaces (``confine``) and forks
-the *worker*, the first process of a new PID namespace. The keeper tells the grading process
-the worker's pid, then its wait status when it ends; when the grading process asks (``k``) or
-goes away, the keeper kills the worker, and with it every process of the namespace.
+their *init* (PID 1: it builds the worker's view of the files, reaps, and when the worker ends,
+ends, which ends every process of the namespace), which forks the *worker* (PID 2). The keeper
+tells the grading process init's pid, then the worker's wait status when it ends; when the
+grading process asks (``k``) or goes away, the keeper kills init, and with it the namespace.
 
 Request (on the zygote's socket): a ``protocol`` message ``{"config", "confine"}`` with three
 descriptors: the worker's end of its request socket, the file that captures its output, and
@@ -155,12 +156,16 @@ def keeper(config: dict[str, Any], options: dict[str, Any], work_fd: int, output
     confine.close_inherited((work_fd, output_fd, status_fd))
     status = socket.socket(fileno=status_fd)
     mode = confine.enter_namespaces(bool(options["network"]))
+    told, tell = os.pipe()  # the namespace's init tells the worker's own wait status
     pid = os.fork()
     if pid == 0:
         status.close()
+        os.close(told)
+        if mode:
+            init(config, options, mode, work_fd, output_fd, tell)
         run_worker(config, options, mode, work_fd, output_fd)
-    os.close(work_fd)
-    os.close(output_fd)
+    for fd in (work_fd, output_fd, tell):
+        os.close(fd)
     status.sendall(f"pid {pid} {mode or 'plain'}\n".encode())
     try:
         handle = os.pidfd_open(pid)
@@ -171,6 +176,8 @@ def keeper(config: dict[str, Any], options: dict[str, Any], work_fd: int, output
                                     None if handle is not None else 0.05)
         done, result = os.waitpid(pid, os.WNOHANG)
         if done:
+            with contextlib.suppress(OSError, ValueError):
+                result = int(os.read(told, 64) or result)  # the worker's, not init's
             break
         if status in ready:
             with contextlib.suppress(OSError):
@@ -191,9 +198,39 @@ def kill(pid: int, mode: str) -> None:
         os.kill(pid, signal.SIGKILL)  # PID 1 of a namespace: the kernel kills all of it
 
 
+def init(config: dict[str, Any], options: dict[str, Any], mode: str, work_fd: int,
+         output_fd: int, tell: int) -> None:
+    """PID 1 of the worker's namespaces: builds its view of the files, starts the worker as
+    PID 2 (so the student's code gets the signals a process gets), reaps what it leaves, and
+    when the worker ends, tells its wait status and ends, and the kernel ends the rest."""
+    code = 0
+    try:
+        if not options["trusted"]:
+            confine.private_view(config["folder"], options["scratch"])
+        pid = os.fork()
+        if pid == 0:
+            os.close(tell)
+            run_worker(config, options, mode, work_fd, output_fd)
+        os.close(work_fd)
+        os.close(output_fd)
+        while True:
+            done, status = os.waitpid(-1, 0)
+            if done == pid:
+                os.write(tell, str(status).encode())
+                break
+    except BaseException:
+        code = 71
+        with contextlib.suppress(Exception):  # the kit's own failure: for the instructor
+            import traceback
+
+            os.write(output_fd, traceback.format_exc().encode())
+    finally:
+        os._exit(code)
+
+
 def run_worker(config: dict[str, Any], options: dict[str, Any], mode: str, work_fd: int,
                output_fd: int) -> None:
-    """The worker: its view of the files, its limits, then the request loop (never returns)."""
+    """The worker: its limits, then the request loop (never returns)."""
     code = 0
     try:
         devnull = os.open(os.devnull, os.O_RDONLY)
@@ -206,9 +243,6 @@ def run_worker(config: dict[str, Any], options: dict[str, Any], mode: str, work_
         sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
         faulthandler.enable(file=sys.stderr)  # a crash's traceback goes to the capture
         user = options.get("user")
-        if mode:
-            confine.private_view(config["folder"], options["hide"], options["scratch"],
-                                 user is not None)
         as_root = os.geteuid() == 0 and mode != "user"
         confine.restrict(confine.Limits(timeout=options["timeout"], memory=options["memory"]),
                          tuple(user) if user and as_root else None, config["folder"])
