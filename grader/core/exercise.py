@@ -241,9 +241,11 @@ class Exercise:
         """Register a worker operation (beyond calling one of ``functions``).
 
         It runs IN THE WORKER, which imports nothing of the kit: its source is sent there and
-        run with NumPy, torch (``torch``, ``nn``, ``F``) and the worker's helpers (``plain``,
-        ``BadReturn``, ``seed_cpu``, ``linears``, ``load_state``, ``sibling``) in scope. It
-        takes the student's module first, then the request's keyword arguments."""
+        run with NumPy, torch (``torch``, ``nn``, ``F``; a torch exercise's only) and the
+        worker's helpers (``plain``, ``BadReturn``, ``seed_cpu``, ``linears``, ``load_state``,
+        ``sibling(name, module)``) in scope. It takes the student's module first, then the
+        request's keyword arguments. The answer key runs the same function in the grading
+        process, with its own module."""
         self.operations[func.__name__] = func
         return func
 

@@ -7,10 +7,16 @@ crosses to the worker process and back as plain data. An exercise's operations
 
 from __future__ import annotations
 
+import copy
+import hashlib
+import importlib
+import sys
+import types
 from pathlib import Path
 from typing import Any
 
 from ..sandbox.isolation import MALFORMED, Sandbox, StudentError, WorkerLost
+from ..sandbox.worker import plain
 from .exercise import Exercise
 
 
@@ -100,3 +106,48 @@ class Student:
             raise AttributeError(name)
         call.__name__ = name
         return call
+
+
+class AnswerKey:
+    """The answer key's functions and operations, called in the grading process with what the
+    student's worker is sent, answers converted as the worker converts them.
+
+    The key is trusted, and no worker is ever forked from a grading process (they come from
+    the zygote), so running it here puts no answer within a student's reach; it spares every
+    submission a worker per exercise.
+    """
+
+    def __init__(self, folder: Path, exercise: Exercise):
+        self._exercise = exercise
+        self._module = _key_module(Path(folder).resolve(), exercise.name)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if name in self._exercise.functions:
+            function = getattr(self._module, name)
+
+            def call(*args: Any, **kwargs: Any) -> Any:
+                args, kwargs = copy.deepcopy((args, kwargs))  # as the worker gets a copy
+                return plain(function(*args, **kwargs), f"what {name} returned")
+        elif name in self._exercise.operations:
+            operation = self._exercise.operations[name]
+
+            def call(*args: Any, **kwargs: Any) -> Any:
+                args, kwargs = copy.deepcopy((args, kwargs))
+                return operation(self._module, *args, **kwargs)
+        else:
+            raise AttributeError(name)
+        call.__name__ = name
+        return call
+
+
+def _key_module(folder: Path, exercise: str) -> Any:
+    """``folder/<exercise>.py`` as a module of a package of its own (one per key folder), so
+    its sibling imports get the key's own files."""
+    package = "answer_key_" + hashlib.sha256(str(folder).encode()).hexdigest()[:12]
+    if package not in sys.modules:
+        root = types.ModuleType(package)
+        root.__path__ = [str(folder)]  # type: ignore[attr-defined]
+        sys.modules[package] = root
+    return importlib.import_module(f"{package}.{exercise}")

@@ -77,11 +77,16 @@ def is_empty(folder: Path) -> bool:
                    for p in folder.rglob("*"))
 
 
-def preload() -> None:
-    """Import once, here, what every grader would otherwise import again, and start the one
-    zygote every grader asks for its workers."""
-    EXERCISES_BY_NAME()
+def preload(course: Course | None = None, key_folder: Path | None = None) -> None:
+    """Do once, here, what every grader would otherwise do again: start the one zygote every
+    grader asks for its workers, import the checks, and grade the answer key once (the graders,
+    forked after it, start with the key's modules imported and Hypothesis's strategies and
+    torch's kernels warm; grading is seeded, so what it warms changes no result)."""
     isolation.start_zygote()
+    EXERCISES_BY_NAME()
+    if course is not None and key_folder is not None and Path(key_folder).is_dir():
+        with contextlib.suppress(Exception):
+            engine.grade_submission(key_folder, course=course, key_folder=key_folder)
 
 
 def grade_one(path: Path, *, course: Course, limits: Limits, key_folder: Path | None) -> Row:
@@ -151,7 +156,7 @@ def run(
     course = course or load()
     paths = find_submissions(Path(root), progress if progress is not None else sys.stderr)
     jobs = max(1, jobs or os.cpu_count() or 1)
-    preload()
+    preload(course, key_folder)
     if key_folder is not None and Path(key_folder).is_dir():
         engine.protect_key(Path(key_folder))
     bar = Progress(len(paths), progress) if progress is not None and paths else None

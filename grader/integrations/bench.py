@@ -289,7 +289,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"import torch:           {baseline:6.2f} s (median of 3)")
         print(f"grade the answer key:   {core:6.2f} s (median of 3; the six core exercises)")
         print(f"ratio:                  {core / baseline:6.2f}x (target < 3x)")
-        print(f"with the bonus track:   {grade:6.2f} s (all of solutions/, ten exercises), "
+        print(f"with the bonus track:   {grade:6.2f} s (all of solutions/, "
+              f"{len(load().names())} exercises), "
               f"{grade / baseline:.2f}x")
     if args.notebooks:
         notebook_class(args.notebooks, args.jobs, min(args.plain_notebooks, args.notebooks))

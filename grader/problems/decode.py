@@ -52,7 +52,7 @@ def decode_run(module, d_model, n_head, bias, state, xs, device="cpu"):
     ``decode_step`` with one ``KVCache``, on the reference ``MultiHeadAttention`` (what
     ``from .mha import MultiHeadAttention`` gives the submission): ``{"ys", "lengths"}``."""
     seed_cpu(0)
-    mha = sibling("mha").MultiHeadAttention(d_model, n_head, bias=bias)
+    mha = sibling("mha", module).MultiHeadAttention(d_model, n_head, bias=bias)
     mha = mha.to(device=device, dtype=torch.from_numpy(xs[0]).dtype)
     load_state(mha, state)
 

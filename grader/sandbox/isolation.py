@@ -121,6 +121,15 @@ class Zygote:
         self._ready = False
         self._connections: dict[int, socket.socket] = {}
 
+    def alive(self) -> bool:
+        if os.getpid() == self.owner:
+            return self.process.poll() is None
+        try:  # a forked child cannot wait for its parent's child: ask the kernel instead
+            os.kill(self.process.pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
     def wait_ready(self) -> None:
         if self._ready:
             return
@@ -188,8 +197,7 @@ def zygote() -> Zygote:
     has since entered a mount namespace of its own (to hide a course folder, say): workers
     must see what their grading process sees, not what its parent saw."""
     global _ZYGOTE
-    if (_ZYGOTE is None or _ZYGOTE.process.poll() is not None
-            or _ZYGOTE.mounts != _mount_namespace()):
+    if _ZYGOTE is None or not _ZYGOTE.alive() or _ZYGOTE.mounts != _mount_namespace():
         _ZYGOTE = Zygote()
         atexit.register(_ZYGOTE.close)
     return _ZYGOTE

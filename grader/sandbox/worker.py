@@ -215,10 +215,10 @@ def load_state(module: Any, state: dict[str, np.ndarray]) -> None:
             target.copy_(torch.from_numpy(value))
 
 
-def sibling(name: str) -> types.ModuleType:
-    """The stand-in module of another exercise. Operations call it in the worker, where each
-    session binds it to its own stand-ins; in the grading process there are none."""
-    raise RuntimeError(f"sibling({name!r}) is only available inside a worker")
+def sibling(name: str, module: types.ModuleType) -> types.ModuleType:
+    """Another exercise's module beside ``module`` (the answer key's own, where it runs in the
+    grading process). In a worker, operations get the session's: its stand-in, if any."""
+    return importlib.import_module(f"{module.__package__}.{name}")
 
 
 def stand_in(name: str, package: str, spec: dict[str, Any]) -> tuple[types.ModuleType, set[Any]]:
@@ -281,9 +281,8 @@ class Session:
             self.module = load_exercise(self.folder, self.exercise, root)
         return {"missing": [f for f in self.functions if not hasattr(self.module, f)]}
 
-    def sibling(self, name: str) -> types.ModuleType:
-        """Another exercise's module: its stand-in, or (for the answer key, which has none)
-        its own file."""
+    def sibling(self, name: str, module: types.ModuleType | None = None) -> types.ModuleType:
+        """Another exercise's module: its stand-in, or else the submission's own file."""
         if name in self.siblings:
             return self.siblings[name]
         return importlib.import_module(f"{self.package}.{name}")
