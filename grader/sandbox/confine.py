@@ -213,38 +213,46 @@ def visible_paths() -> list[str]:
     return found
 
 
+def _folders_to_show() -> list[str]:
+    """``visible_paths()``'s real folders, less those inside another one: each is bound once."""
+    folders = [p for p in visible_paths() if os.path.isdir(p) and not os.path.islink(p)]
+    return [p for p in folders
+            if not any(Path(p).is_relative_to(other) and p != other for other in folders)]
+
+
 def private_view(folder: str, scratch: int) -> None:
     """Runs in the worker (PID 1 of its namespaces), with mount rights, before any student code:
     a new root holding only ``visible_paths()`` (read-only), the devices, a fresh /proc of this
     namespace, a private /tmp and /dev/shm of ``scratch`` bytes each, and ``folder`` (the
     submission copy, read-only, at the same path). The host's root is then detached."""
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    # Held open before /tmp is covered below: the interpreter, its packages (a virtual
+    # environment may live under /tmp) and the submission are bound from these handles.
+    shown = {path: os.open(path, os.O_PATH | os.O_DIRECTORY) for path in _folders_to_show()}
     submission = os.open(folder, os.O_PATH | os.O_DIRECTORY)
     _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=700,size=1m")  # ours alone
     root = Path("/tmp/root")
     root.mkdir()
     _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=755,size=1m")
+    (root / "tmp").mkdir()
+    _mount("tmpfs", root / "tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,size={scratch}")
     for path in visible_paths():
-        target = root / path.lstrip("/")
         if os.path.islink(path):  # /lib -> usr/lib: the same link, its target is listed too
+            target = root / path.lstrip("/")
             target.parent.mkdir(parents=True, exist_ok=True)
             if not os.path.lexists(target):
                 os.symlink(os.readlink(path), target)
-            continue
-        if any(Path(path).is_relative_to(other) and path != other
-               for other in visible_paths() if not os.path.islink(other)):
-            continue  # inside a folder already there
-        if os.path.isdir(path):
-            target.mkdir(parents=True, exist_ok=True)
-            _bind(path, target)
+    for path, handle in shown.items():
+        target = root / path.lstrip("/")
+        target.mkdir(parents=True, exist_ok=True)
+        _bind(f"/proc/self/fd/{handle}", target)
+        os.close(handle)
     (root / "dev").mkdir()
     _bind("/dev", root / "dev", writable=True)  # /dev/null, /dev/urandom, GPUs
     _mount("tmpfs", root / "dev" / "shm", "tmpfs", MS_NOSUID | MS_NODEV,
            f"mode=1777,size={scratch}")
     (root / "proc").mkdir()
     _mount("proc", root / "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    (root / "tmp").mkdir(exist_ok=True)
-    _mount("tmpfs", root / "tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,size={scratch}")
     target = root / folder.lstrip("/")
     target.mkdir(parents=True, exist_ok=True)
     _bind(f"/proc/self/fd/{submission}", target)  # read, never filled up
