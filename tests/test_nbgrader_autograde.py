@@ -288,3 +288,23 @@ def test_test_cells_worth_other_points_than_the_rubric_stop_the_command(tmp_path
     check_course(layout, COURSE)  # the kit's rubric: 14 + 1
     with pytest.raises(AutogradeError, match="worth 14 points in the gradebook and 28"):
         check_course(layout, load(rubric))
+
+
+def test_rows_are_recorded_as_they_come_and_a_failed_grader_says_how_many_were_not(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from grader.integrations import batch, nbgrader_autograde
+    from grader.integrations.nbgrader_gradebook import AutogradeError
+
+    def first_then_fail(root, *, on_row, **options):  # runs in the forked grading process
+        on_row(batch.Row("aaa", "graded", results={"score": 1}))
+        raise RuntimeError("the kit broke on the second student")
+
+    monkeypatch.setattr(batch, "run", first_then_fail)
+    found = notebook.Answers(files={"softmax": "pass\n"}, duplicated=[], sources={})
+    subs = [Submission(name, tmp_path, found=found) for name in ("aaa", "bbb")]
+    taken = []
+    with pytest.raises(AutogradeError, match="1 of 2 notebooks were not recorded"):
+        nbgrader_autograde.grade(subs, [tmp_path / "course"], jobs=1, course=COURSE,
+                                 key_folder=tmp_path / "key", limits=None, progress=None,
+                                 on_graded=taken.append)
+    assert [(s.student, s.results) for s in taken] == [("aaa", {"score": 1})]

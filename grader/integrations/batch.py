@@ -18,6 +18,7 @@ import signal
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -151,8 +152,10 @@ def run(
     course: Course | None = None,
     key_folder: Path | None = engine.DEFAULT_KEY,
     progress: TextIO | None = sys.stderr,
+    on_row: Callable[[Row], None] | None = None,
 ) -> list[Row]:
-    """Grade every submission under ``root``; returns the rows sorted by student."""
+    """Grade every submission under ``root``; returns the rows sorted by student.
+    ``on_row`` gets each row as soon as it is done (in the order they finish)."""
     course = course or load()
     paths = find_submissions(Path(root), progress if progress is not None else sys.stderr)
     jobs = max(1, jobs or os.cpu_count() or 1)
@@ -183,6 +186,8 @@ def run(
                 continue
             path, deadline, reply = running.pop(pid)
             rows[path.name] = _collect(path, status, reply, time.monotonic() > deadline)
+            if on_row is not None:
+                on_row(rows[path.name])
             if bar:
                 bar.step(path.name)
     return [rows[name] for name in sorted(rows)]

@@ -6,8 +6,8 @@ For every ``submitted/<student>/<assignment>/<assignment>.ipynb`` of the nbgrade
 PATH: read the notebook as JSON (nothing in it runs) and take its answer cells out as exercise
 files by ``grade_id`` (``notebook.answers``); grade them all with the isolated batch grader, in a
 forked process that cannot see the course folder (``hide``), from a temporary folder outside it;
-then, back in this process, record each student through nbgrader's own code, as ``nbgrader
-autograde`` would (``nbgrader_gradebook.record``).
+and, back in this process, record each student as soon as they are graded, through nbgrader's
+own code, as ``nbgrader autograde`` would (``nbgrader_gradebook.record``).
 
 Each student ends with one status: ``graded``, ``late by ...``, ``missing notebook``, ``not a
 notebook (...)``, ``answer cell deleted: ...`` (that exercise scores 0), ``duplicated answer
@@ -25,7 +25,9 @@ import os
 import re
 import sys
 import tempfile
+import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -104,14 +106,20 @@ def read_submission(sub: Submission, layout: Layout) -> Submission:
 
 # -- grading, out of sight of the course ---------------------------------------------------
 def grade(subs: list[Submission], hidden: list[Path], *, jobs: int | None, course: Course,
-          key_folder: Path, limits: Limits, progress: TextIO | None) -> None:
+          key_folder: Path, limits: Limits, progress: TextIO | None,
+          on_graded: Callable[[Submission], None] = lambda sub: None) -> None:
     """Grade every readable submission with ``batch.run`` in a forked process that cannot see
-    ``hidden``, from a temporary folder outside them; fills in ``results`` and failures."""
-    readable = [s for s in subs if s.found is not None]
+    ``hidden``, from a temporary folder outside them; fills in ``results`` and failures.
+
+    The child writes each row as soon as it is done (a JSON line); ``on_graded`` gets each
+    submission here as its row arrives, so the gradebook is written while the others are
+    graded."""
+    readable = {s.student: s for s in subs if s.found is not None}
+    total = len(readable)
     if not readable:
         return
     with tempfile.TemporaryDirectory(prefix="attention-kit-autograde-") as tmp:
-        root, reply = Path(tmp) / "submissions", Path(tmp) / "rows.json"
+        root, reply = Path(tmp) / "submissions", Path(tmp) / "rows.jsonl"
         # What the grading process reads from disk (the course file is already loaded).
         needed = [KIT_ROOT, Path(sys.prefix), Path(sys.base_prefix), Path(key_folder),
                   Path(tmp)]
@@ -120,8 +128,9 @@ def grade(subs: list[Submission], hidden: list[Path], *, jobs: int | None, cours
                 if path.resolve().is_relative_to(folder.resolve()):
                     raise AutogradeError(f"{path} lies inside {folder}, which the students' "
                                          "code must not see: move it out")
-        for sub in readable:
+        for sub in readable.values():
             nbfile.write_answers(sub.found, root / sub.student)  # type: ignore[arg-type]
+        reply.touch()
         for stream in (sys.stdout, sys.stderr):
             stream.flush()
         pid = os.fork()
@@ -135,16 +144,32 @@ def grade(subs: list[Submission], hidden: list[Path], *, jobs: int | None, cours
                 traceback.print_exc()
             finally:
                 os._exit(code)
-        os.waitpid(pid, 0)
-        if not reply.is_file():
-            raise AutogradeError("the grading process failed (see above); nothing was recorded")
-        rows = {row["student"]: row for row in json.loads(reply.read_text())}
-    for sub in readable:
-        row = rows.get(sub.student)
-        if row is None or row["status"] != "graded" or row["results"] is None:
-            sub.status = row["status"] if row else "not graded: no result came back"
-        else:
-            sub.results = row["results"]
+        done, waiting = False, True
+        with open(reply) as rows:
+            while waiting:
+                waiting = os.waitpid(pid, os.WNOHANG)[0] == 0
+                while (line := rows.readline()).endswith("\n"):
+                    row = json.loads(line)
+                    if row.get("done"):
+                        done = True
+                    elif row["student"] in readable:
+                        _take(readable.pop(row["student"]), row, on_graded)
+                if waiting:
+                    time.sleep(0.1)
+        if not done:
+            raise AutogradeError("the grading process failed (see above); "
+                                 f"{len(readable)} of {total} notebooks were not recorded")
+    for sub in readable.values():  # a submission the batch found nothing in
+        _take(sub, None, on_graded)
+
+
+def _take(sub: Submission, row: dict[str, Any] | None,
+          on_graded: Callable[[Submission], None]) -> None:
+    if row is None or row["status"] != "graded" or row["results"] is None:
+        sub.status = row["status"] if row else "not graded: no result came back"
+    else:
+        sub.results = row["results"]
+    on_graded(sub)
 
 
 def _grade_child(root: Path, reply: Path, hidden: list[Path], tmp: Path, **options: Any) -> None:
@@ -162,9 +187,13 @@ def _grade_child(root: Path, reply: Path, hidden: list[Path], tmp: Path, **optio
               "root (see the README) to keep it out of reach.", file=sys.stderr)
     closed = hide.closed([p for p in hidden if p.is_dir()]) if how == "permissions" else (
         contextlib.nullcontext())
-    with closed:
-        rows = batch.run(root, **options)
-    reply.write_text(json.dumps([row.__dict__ for row in rows]))
+    with closed, open(reply, "a") as rows:
+        def write(row: dict[str, Any]) -> None:
+            rows.write(json.dumps(row) + "\n")
+            rows.flush()
+
+        batch.run(root, on_row=lambda row: write(row.__dict__), **options)
+        write({"done": True})
 
 
 # -- the command -----------------------------------------------------------------------------
@@ -207,13 +236,18 @@ def autograde(course_dir: str | os.PathLike[str], assignment: str = nbfile.ASSIG
     if not all((key / f"{name}.py").is_file() for name in layout.answers):
         raise AutogradeError(f"the answer key is not in {key}: the hidden test cells need it")
     subs = collect(coursedir, assignment, layout)
-    grade(subs, _hidden_paths(root, db), jobs=jobs, course=course, key_folder=key,
-          limits=limits, progress=progress)
-    for sub in subs:
+
+    def recorded(sub: Submission) -> None:
         try:
             record(sub, layout, config=config, coursedir=coursedir, assignment=assignment)
         except Exception as error:  # the kit's or nbgrader's failure on this student alone
             sub.status = f"not recorded: {error!r}"
+
+    grade(subs, _hidden_paths(root, db), jobs=jobs, course=course, key_folder=key,
+          limits=limits, progress=progress, on_graded=recorded)
+    for sub in subs:
+        if sub.found is None:  # no notebook to grade: recorded as nbgrader would, all zero
+            recorded(sub)
     return subs
 
 
