@@ -144,12 +144,12 @@ def grade(subs: list[Submission], hidden: list[Path], *, jobs: int | None, cours
                 traceback.print_exc()
             finally:
                 os._exit(code)
-        done, waiting = False, True
-        with open(reply) as rows:
+        done, waiting, unread = False, True, ""
+        with open(reply) as rows:  # ASCII lines (json.dumps); the last may be half written
             while waiting:
                 waiting = os.waitpid(pid, os.WNOHANG)[0] == 0
-                while (line := rows.readline()).endswith("\n"):
-                    row = json.loads(line)
+                *lines, unread = (unread + rows.read()).split("\n")
+                for row in map(json.loads, lines):
                     if row.get("done"):
                         done = True
                     elif row["student"] in readable:
