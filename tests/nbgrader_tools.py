@@ -23,7 +23,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from submission_tools import BONUS, CORE, SOLUTIONS
+from submission_tools import BONUS, CORE, SOLUTIONS, grader_command
 
 from grader.integrations import kernel, notebook
 
@@ -258,6 +258,19 @@ def hostile(release: dict, key: dict[str, str], course: Path) -> dict:
     return nb
 
 
+ATTACKS = Path(__file__).resolve().parent / "attacks"
+
+
+def attacker(release: dict) -> dict:
+    """Two of the red team's attacks as answer cells: a softmax that exits the hidden check's
+    worker with its inputs, and a module that calls torch's own attention with every watcher
+    switched off (``tests/attacks``)."""
+    return with_answers(release, {
+        "softmax": "%%exercise softmax\n" + (ATTACKS / "hidden-any-worker" / "softmax.py"
+                                                ).read_text(),
+        "mha": "%%exercise mha\n" + (ATTACKS / "mha-by-library" / "mha.py").read_text()})
+
+
 def mangled(release: dict, key: dict[str, str]) -> dict:
     """The softmax answer cell deleted; kv_cache's answered twice, the stub first."""
     nb = with_answers(release, {"kv_cache": key["kv_cache"]})
@@ -297,10 +310,13 @@ def isolated_course(base: Path, template: Path) -> tuple[Path, str]:
     submit(root, "hostile", hostile(release, key, root))
     submit(root, "mangled", mangled(release, key))
     submit(root, "bare", {"cells": [cells(with_answers(release, key))["kv_cache"]]})
+    submit(root, "attacker", attacker(release))
     submit(root, "missing", None)
     submit(root, "not_json", '{"cells": [')
-    printed = run([sys.executable, "-m", "grader", "nbgrader", "autograde", "--course",
-                   str(root), "--jobs", "2"], base, env(base))
+    # Past the source rule, which would refuse the hostile and attacking cells before they ran:
+    # what is tested is what holds outside the student's code.
+    printed = run(grader_command(sys.executable, "nbgrader", "autograde", "--course", str(root),
+                                 "--jobs", "2", rule=False), base, env(base))
     nbgrader(root, "export", "--to", "grades.csv")
     nbgrader(root, "generate_feedback", "attention")
     return root, printed

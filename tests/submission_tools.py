@@ -42,6 +42,27 @@ def tree_digest(*roots: Path) -> dict[str, str]:
     return digests
 
 
+# ``python -m grader`` with the source rule switched off in that process (every file passes it),
+# as if a student had found a way past it: the attacks of the tests that prove the layers
+# outside the student's process (the worker's files and memory, the kernel, torch's
+# dispatcher, the grading process) run through it. In-process, ``rule_off(monkeypatch)``.
+RULE_OFF = ("import sys; from grader.core import engine; "
+            "engine._verdict = lambda *args, **kwargs: None; "
+            "from grader.integrations.cli import main; sys.exit(main(sys.argv[1:]))")
+
+
+def grader_command(python: str | Path, *args: str, rule: bool = True) -> list[str]:
+    """The command line of ``python -m grader ARGS``; without the source rule if not ``rule``."""
+    return [str(python), *(["-m", "grader"] if rule else ["-c", RULE_OFF]), *args]
+
+
+def rule_off(monkeypatch) -> None:
+    """Switch the source rule off in this process (and the graders a batch forks from it)."""
+    from grader.core import engine
+
+    monkeypatch.setattr(engine, "_verdict", lambda *args, **kwargs: None)
+
+
 # The kit's exercises, as the default course (course.toml) enables them.
 from grader.core.course import EXERCISES_BY_NAME, load  # noqa: E402
 

@@ -1,5 +1,7 @@
 """Hermetic grading: each attack below is written the way a student who has read the grader's
-source would write it. Each scored points, or cost another student theirs, with the grader
+source would write it, and runs with the source rule switched off (``RULE_OFF``: most of them
+import ``os`` or ``sys``, which the rule refuses), so that what is tested is what holds outside
+the student's process. Each scored points, or cost another student theirs, with the grader
 this kit had before workers were forked from a clean zygote (run this file with
 ``ATTENTION_KIT_UNDER_TEST=/path/to/an/older/kit`` to see them succeed there); here each gains
 nothing and hurts no one.
@@ -18,7 +20,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from submission_tools import EXERCISES, KIT, SOLUTIONS, make_submission
+from submission_tools import EXERCISES, KIT, SOLUTIONS, grader_command, make_submission
 
 KIT_UNDER_TEST = Path(os.environ.get("ATTENTION_KIT_UNDER_TEST", KIT))
 PYTHON = (KIT_UNDER_TEST / ".venv" / "bin" / "python") if KIT_UNDER_TEST != KIT else Path(
@@ -28,8 +30,8 @@ needs_root = pytest.mark.skipif(not ROOT, reason="namespaces and sandbox uids ne
 SECRET = "a course secret the handout never contains"
 
 
-def grader(*args: str, env: dict[str, str] | None = None, timeout: int = 600):
-    return subprocess.run([str(PYTHON), "-m", "grader", *args], cwd=KIT_UNDER_TEST,
+def grader(*args: str, env: dict[str, str] | None = None, timeout: int = 600, rule: bool = False):
+    return subprocess.run(grader_command(PYTHON, *args, rule=rule), cwd=KIT_UNDER_TEST,
                           capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, **(env or {})})
 

@@ -29,7 +29,7 @@ from submission_tools import CORE, COURSE
 from grader.integrations import hide, kernel, notebook
 from grader.integrations.nbgrader_gradebook import Submission, cell_outputs
 
-GRADED = ("key", "two_wrong", "hostile", "mangled", "bare")
+GRADED = ("key", "two_wrong", "hostile", "mangled", "bare", "attacker")
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +98,7 @@ def test_every_student_gets_a_status(isolated_course: tuple[Path, str]) -> None:
     assert statuses["missing"] == "missing notebook"
     assert statuses["not_json"] == "not a notebook (invalid JSON)"
     assert "bystander" not in statuses
-    assert "5 of 7 notebooks graded" in isolated_course[1]
+    assert "6 of 8 notebooks graded" in isolated_course[1]
 
 
 def test_deleted_answer_cell_scores_zero_and_says_why(isolated: Path) -> None:
@@ -135,6 +135,22 @@ def test_no_feedback_file_holds_answer_key_text_the_student_did_not_submit(
         leaked = [line for line in lines if line not in submitted
                   and (line in text or html.escape(line) in text)]
         assert not leaked, (path, leaked[:3])
+
+
+def test_attacks_score_nothing_and_leak_no_hidden_input(isolated: Path) -> None:
+    # Past the rule: the softmax exits the hidden check's own worker with its inputs, the mha
+    # calls torch's attention under DisableTorchFunction (tests/attacks, test_out_of_reach).
+    grades = tools.gradebook(isolated, "attacker")
+    assert _scores(isolated)["attacker"] == 0
+    assert all(points == 0 for cell, points in grades.items()
+               if cell.startswith(("softmax", "mha"))), grades
+    printed = "".join(_test_cell_text(isolated, "attacker").values())
+    leaked = re.compile(r"LEAK[a-z]\d")  # the inputs as the softmax writes them down
+    assert not leaked.search(printed)
+    assert "the worker stopped during a hidden check" in printed
+    assert "torch's own attention" in printed
+    feedback = isolated / "feedback" / "attacker" / "attention" / "attention.html"
+    assert not leaked.search(feedback.read_text())  # it shows the cells' code, not the inputs
 
 
 def test_hostile_scores_in_plain_cells_not_forged(isolated: Path) -> None:

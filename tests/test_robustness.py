@@ -8,7 +8,7 @@ import sys
 
 import pytest
 from submission_tools import KIT as ROOT
-from submission_tools import SOLUTIONS, make_submission
+from submission_tools import SOLUTIONS, make_submission, rule_off
 
 from grader.core import engine
 from grader.integrations import report
@@ -22,7 +22,8 @@ def broken(body: str) -> str:
     return SOFTMAX.replace("    ### BEGIN SOLUTION\n", f"    ### BEGIN SOLUTION\n    {body}\n", 1)
 
 
-def test_broken_files_cost_only_their_exercise(tmp_path):
+def test_broken_files_cost_only_their_exercise(tmp_path, monkeypatch):
+    rule_off(monkeypatch)  # what the rule refuses (os._exit, an unknown module) is tested here
     sub = make_submission(tmp_path / "jane.doe@uni-1", {
         "kv_cache.py": None,
         "heads.py": "def split_heads(x, n_head:\n    pass\n",
@@ -52,7 +53,8 @@ def test_broken_files_cost_only_their_exercise(tmp_path):
         ("import numpy; numpy.ones((1 << 40,), dtype=numpy.uint8)", "out of memory"),
     ],
 )
-def test_fatal_behaviour_zeroes_the_exercise_with_a_reason(tmp_path, body, reason):
+def test_fatal_behaviour_zeroes_the_exercise_with_a_reason(tmp_path, body, reason, monkeypatch):
+    rule_off(monkeypatch)  # past the rule, which refuses their imports
     sub = make_submission(tmp_path / "s", {"softmax.py": broken(body)})
     result = engine.grade_submission(sub, exercises=["softmax"], include_hidden=False,
                                      limits=Limits(memory=1 * GiB))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import functools
 import os
 import shutil
 import stat
@@ -19,10 +20,18 @@ from pathlib import Path
 import torch
 from hypothesis.errors import Flaky
 
-from ..sandbox.isolation import Limits, Sandbox, StudentError, WorkerLost, unprivileged_user
+from ..sandbox.isolation import (
+    OUTPUT_CAP,
+    TRUNCATED,
+    Limits,
+    Sandbox,
+    StudentError,
+    WorkerLost,
+    unprivileged_user,
+)
 from . import assertions
 from .course import KIT_ROOT, Course, course_secret, load, number
-from .delegation import verdict
+from .delegation import Rule, verdict
 from .diagnose import diagnose, feedback_line
 from .exercise import Check, Context, Exercise
 from .student import AnswerKey, NotImplementedYet, Student
@@ -124,22 +133,38 @@ def _inputs(ctx: Context) -> str:
     return ", ".join(parts)
 
 
+# What a hidden check says of a worker that stopped during it, whatever the code did: no text
+# of the student's code from a hidden call (exit or exception messages, output) reaches a
+# report, so a submission cannot print the hidden inputs into its own feedback.
+HIDDEN_LOST = "the worker stopped during a hidden check"
+BUILTIN_ERRORS = frozenset(
+    "ValueError TypeError IndexError KeyError ZeroDivisionError ArithmeticError OverflowError "
+    "FloatingPointError AssertionError NotImplementedError RuntimeError AttributeError "
+    "LookupError RecursionError BadReturn AxisError".split())
+
+
 def run_check(check: Check, ctx: Context, course: Course, points: float,
               secret: str = "") -> CheckResult:
     """Run one check worth ``points``; WorkerLost propagates (it ends the exercise). A hidden
-    check draws its examples from the course ``secret`` too."""
+    check draws its examples from the course ``secret`` too, and its feedback quotes nothing
+    the student's code wrote (an exception is named by its type when that is a built-in one)."""
     result = CheckResult(check.exercise, check.name, check.prop, 0, points, check.hidden, False)
     try:
         with assertions.tolerances(course.tolerances):
             check.run(ctx, examples=course.examples, seed_text=secret if check.hidden else "")
     except NotImplementedYet as error:
-        result.feedback = f"not implemented yet ({error})"
+        result.feedback = "not implemented yet" if check.hidden else (
+            f"not implemented yet ({error})")
         return result
     except assertions.CheckFailed as failure:
         result.feedback = _failure_text(check, ctx, failure.message, failure)
         return result
     except StudentError as error:
-        result.feedback = _failure_text(check, ctx, f"your code raised {error.describe()}")
+        if check.hidden:
+            kind = error.type if error.type in BUILTIN_ERRORS else "an exception"
+            result.feedback = _failure_text(check, ctx, f"your code raised {kind}")
+        else:
+            result.feedback = _failure_text(check, ctx, f"your code raised {error.describe()}")
         return result
     except Flaky:
         result.feedback = _failure_text(
@@ -182,77 +207,133 @@ def grade_exercise(
     secret: str = "",
     stand_ins: Path | None = None,
 ) -> ExerciseResult:
-    """Grade one exercise of the copied submission in ``folder``: the delegation rule on its
-    source, then its checks in a worker (the hidden ones against the answer key's worker)."""
+    """Grade one exercise of the copied submission in ``folder``: the source rule on its
+    files, then its visible checks in a worker that sees only the files that keep the rule,
+    then the hidden ones (against the answer key, run here) in a worker of their own, so that
+    nothing a hidden call did or saw can reach a visible check's feedback."""
     points = course.check_points(exercise)
     checks = [c for c in exercise.checks
               if not c.hidden or (include_hidden and key_folder is not None)]
+    visible = [c for c in checks if not c.hidden]
+    hidden = [c for c in checks if c.hidden]
     result = ExerciseResult(exercise.name, number(sum(points[c.name] for c in checks)),
                             course.track(exercise.name))
     if not (folder / exercise.filename).is_file():
         result.error = f"{exercise.filename} was not found in the submission"
         result.checks = [_zero(c, points[c.name]) for c in checks]
         return result
-    broken = rule_verdict(folder, exercise)
+    view = folder.parent / "views" / exercise.name
+    broken = build_view(folder, view, exercise)
     if broken:
         result.error = broken
         result.checks = [_zero(c, points[c.name], result.error) for c in checks]
         return result
-    with contextlib.ExitStack() as stack:
-        sandbox = stack.enter_context(Sandbox(folder, exercise.name, limits=limits))
-        student = Student(sandbox, exercise, key_folder=stand_ins)
-        try:
+    found: list[str] = []
+    framework = exercise.framework
+    try:
+        with Sandbox(view, exercise.name, limits=limits, framework=framework) as sandbox:
             try:
-                loaded = student.load()
-            except StudentError as error:
-                raise _LoadFailed(
-                    f"{exercise.filename} could not be imported: {error.describe()}"
-                ) from None
-            if loaded["missing"]:
-                names = ", ".join(loaded["missing"])
-                raise _LoadFailed(f"{exercise.filename} does not define {names}")
-            key = None
-            if key_folder is not None and any(c.hidden for c in checks):
-                key = AnswerKey(key_folder, exercise)
-            ctx = Context(student, key, devices)
-            for check in checks:
-                result.checks.append(
-                    run_check(check, ctx, course, points[check.name], secret))
-            if not all(c.passed for c in result.checks):
-                note_misconceptions(result, diagnose(exercise, student), hints=course.hints,
-                                    exercise=exercise)
-        except (_LoadFailed, WorkerLost) as error:
-            result.error = getattr(error, "reason", None) or str(error)
-            done = {c.name for c in result.checks}
-            result.checks = [_zero(c, points[c.name], result.error) for c in checks
-                             if c.name not in done] + [
-                _zero_result(c, result.error) for c in result.checks
-            ]
-            result.checks.sort(key=lambda c: [x.name for x in checks].index(c.name))
-        result.output = sandbox.output()
+                student = _loaded(sandbox, exercise, stand_ins)
+                ctx = Context(student, None, devices)
+                for check in visible:
+                    result.checks.append(
+                        run_check(check, ctx, course, points[check.name], secret))
+                if not all(c.passed for c in result.checks):
+                    found = diagnose(exercise, student)
+            finally:
+                result.output = sandbox.output()
+        if hidden:
+            with Sandbox(view, exercise.name, limits=limits, framework=framework) as sandbox:
+                try:
+                    student = _loaded(sandbox, exercise, stand_ins)
+                    ctx = Context(student, AnswerKey(key_folder, exercise), devices)
+                    for check in hidden:
+                        result.checks.append(
+                            run_check(check, ctx, course, points[check.name], secret))
+                except (_LoadFailed, WorkerLost):
+                    raise WorkerLost(HIDDEN_LOST) from None
+                finally:
+                    result.output = joined_output(result.output, sandbox.output())
+        if found or not all(c.passed for c in result.checks):
+            note_misconceptions(result, found, hints=course.hints, exercise=exercise)
+    except (_LoadFailed, WorkerLost) as error:
+        result.error = getattr(error, "reason", None) or str(error)
+        done = {c.name for c in result.checks}
+        result.checks = [_zero(c, points[c.name], result.error) for c in checks
+                         if c.name not in done] + [
+            _zero_result(c, result.error) for c in result.checks
+        ]
+        result.checks.sort(key=lambda c: [x.name for x in checks].index(c.name))
     return result
 
 
-def rule_verdict(folder: Path, exercise: Exercise) -> str | None:
-    """The delegation rule on the exercise's file and on the helper modules of the submission
-    it imports (a ``.py`` beside it that is no exercise's file), those helpers' helpers too."""
-    from .course import EXERCISES_BY_NAME
+def joined_output(visible: str, hidden: str) -> str:
+    """What the two workers of an exercise printed, for the instructor, within one cap."""
+    if not hidden or visible.endswith(TRUNCATED):
+        return visible
+    text = visible + ("\n" if visible else "") + "[during the hidden checks]\n" + hidden
+    return text if len(text) <= OUTPUT_CAP else text[:OUTPUT_CAP] + TRUNCATED
 
-    exercises = {e.name for e in EXERCISES_BY_NAME().values()}
-    todo, seen = [folder / exercise.filename], set()
-    while todo:
-        path = todo.pop()
-        if path in seen or not path.is_file():
+
+def _loaded(sandbox: Sandbox, exercise: Exercise, stand_ins: Path | None) -> Student:
+    """The student proxy of ``sandbox`` with the exercise's file loaded."""
+    student = Student(sandbox, exercise, key_folder=stand_ins)
+    try:
+        loaded = student.load()
+    except StudentError as error:
+        raise _LoadFailed(
+            f"{exercise.filename} could not be imported: {error.describe()}") from None
+    if loaded["missing"]:
+        raise _LoadFailed(f"{exercise.filename} does not define {', '.join(loaded['missing'])}")
+    return student
+
+
+def build_view(folder: Path, view: Path, exercise: Exercise) -> str | None:
+    """Fill ``view`` with what the exercise's worker may see of the submission in ``folder``:
+    its ``.py`` files (helper packages included) that keep the exercise's source rule, less
+    the exercises it may use (proxies stand for them) and those it may not import. Nothing
+    else: no data file, no native library, no file that breaks the rule, so nothing the rule
+    refuses can run in the worker however it is imported. Returns why the exercise cannot be
+    graded (its own file, or a module it imports, breaks the rule), or None."""
+    files = sorted(p for p in folder.rglob("*.py") if p.is_file())
+    own = frozenset({p.relative_to(folder).parts[0].removesuffix(".py") for p in files}
+                    | set(exercise.uses))
+    left_out: dict[str, str] = {}
+    shutil.rmtree(view, ignore_errors=True)
+    view.mkdir(parents=True)
+    for path in files:
+        relative = path.relative_to(folder)
+        top = relative.parts[0].removesuffix(".py")
+        if top != exercise.name and (top in exercise.uses or top in exercise.rule.siblings):
             continue
-        seen.add(path)
-        source = path.read_text(errors="replace")
-        found = verdict(source, exercise.rule)
+        found = _verdict(path.read_text(errors="replace"), exercise.rule, own)
         if found:
-            return found if path.name == exercise.filename else f"{path.name}: {found}"
-        for name in imported_names(source):
-            if name not in exercises:
-                todo.append(folder / f"{name}.py")
+            left_out.setdefault(top, found if relative.parts == (exercise.filename,)
+                                else f"{relative}: {found}")
+            continue
+        target = view / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.link(path, target)
+    for path in [view, *view.rglob("*")]:
+        if path.is_dir():
+            os.chmod(path, 0o755)
+    todo, seen = [exercise.name], set()
+    while todo:  # its file, or a module it imports (or one of theirs), was left out: say why
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        if name in left_out:
+            return left_out[name]
+        source = folder / f"{name}.py"
+        if source.is_file() and name not in exercise.uses:
+            todo += imported_names(source.read_text(errors="replace"))
     return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _verdict(source: str, rule: Rule, own: frozenset[str]) -> str | None:
+    return verdict(source, rule, own_modules=own)
 
 
 def imported_names(source: str) -> set[str]:

@@ -237,37 +237,38 @@ class Exercise:
         """Whether a failure of ``check`` supports the diagnosis ``misconception_id``."""
         return hidden or check in self.explained.get(misconception_id, ())
 
-    def operation(self, func: Callable[..., Any]) -> Callable[..., Any]:
+    def operation(self, func: Callable[..., Any] | None = None, *, measured: bool = False):
         """Register a worker operation (beyond calling one of ``functions``).
 
         It runs IN THE WORKER, which imports nothing of the kit: its source is sent there and
         run with NumPy, torch (``torch``, ``nn``, ``F``; a torch exercise's only) and the
-        worker's helpers (``plain``, ``BadReturn``, ``seed_cpu``, ``linears``, ``load_state``,
-        ``sibling(name, module)``) in scope. It takes the student's module first, then the
-        request's keyword arguments. The answer key runs the same function in the grading
-        process, with its own module."""
-        self.operations[func.__name__] = func
-        return func
+        worker's helpers (``plain``, ``BadReturn``, ``seed_cpu``, ``linears``, ``load_state``)
+        in scope. It takes the student's module first, then the request's keyword arguments.
+        The answer key runs the same function in the grading process, with its own module.
+
+        ``measured=True`` (``@EX.operation(measured=True)``): each call runs in a fresh worker,
+        and the student proxy returns ``(reply, peak)``, ``peak`` being the bytes of memory the
+        worker used beyond what it held before the file was loaded, read by the grading
+        process from the kernel's account of the worker (None where it cannot be read)."""
+
+        def register(func: Callable[..., Any]) -> Callable[..., Any]:
+            func.measured = measured  # type: ignore[attr-defined]
+            self.operations[func.__name__] = func
+            return func
+
+        return register(func) if func is not None else register
 
     def reference(self, obj: Callable[..., Any]) -> Callable[..., Any]:
         """Register a trusted reference (a function or class the checks compare with).
 
-        References named like the exercise's functions are also the stand-ins a worker grading
-        *another* exercise gets for ``from .<name> import ...``. They are written with torch
+        References named like the exercise's functions also answer, where there is no answer
+        key, the proxies a worker grading *another* exercise gets for ``from .<name> import
+        ...``; they run in the grading process, never in a worker. They are written with torch
         (or with calls the exercise forbids), so copying one is not an answer.
         """
         self.references[obj.__name__] = obj
         return obj
 
     # -- for the worker -----------------------------------------------------------------------
-    def stand_in(self) -> dict[str, Any] | None:
-        """The source of this exercise's stand-in and the names it exports, or None when the
-        references do not cover every function."""
-        if not all(f in self.references for f in self.functions):
-            return None
-        parts = [definition_source(positive_int)]
-        parts += [definition_source(obj) for obj in self.references.values()]
-        return {"source": "\n\n".join(parts), "exports": list(self.functions)}
-
     def operation_sources(self) -> dict[str, str]:
         return {name: definition_source(func) for name, func in self.operations.items()}

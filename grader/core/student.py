@@ -2,7 +2,10 @@
 
 ``Student`` looks like the exercise's module (``student.softmax(x, axis=0)``) but every call
 crosses to the worker process and back as plain data. An exercise's operations
-(``student.mha_forward(...)``) are reached the same way, as is the answer key.
+(``student.mha_forward(...)``) are reached the same way. The other exercises a file may import
+are proxies in the worker; ``Student`` answers their calls here, with the answer key (or the
+kit's reference), so no implementation ever reaches a worker. ``AnswerKey`` runs the key
+itself, in this process.
 """
 
 from __future__ import annotations
@@ -15,9 +18,12 @@ import types
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import torch
+
 from ..sandbox.isolation import MALFORMED, Sandbox, StudentError, WorkerLost
 from ..sandbox.worker import plain
-from .exercise import Exercise
+from .exercise import Exercise, definition_source
 
 
 class NotImplementedYet(BaseException):
@@ -37,18 +43,27 @@ class Student:
         self._sandbox = sandbox
         self._exercise = exercise
         self._trusted = trusted  # the answer key itself: its own files, no rule
-        self._key_folder = key_folder  # where the stand-ins come from, when there is one
+        self._key_folder = key_folder  # what answers the proxies, when there is one
+        self._answerers: dict[str, Student] = {}  # trusted workers running the key, by exercise
+        sandbox.answer = self._answer
 
-    def stand_ins(self) -> dict[str, dict[str, Any]]:
-        """The modules the exercise's file may import from other exercises (``uses``, and what
-        they use), in the order they load: the answer key's, or without a key the kit's torch
-        references. None for the answer key itself (its folder holds its own)."""
-        from .course import EXERCISES_BY_NAME
-
+    def siblings(self) -> dict[str, dict[str, str]]:
+        """The exercises the file may import (``uses``, and what they use), each as the names
+        its proxy exports: ``"function"`` or ``"module"`` (a torch module class). None for the
+        answer key itself (its folder holds its own)."""
         if self._trusted:
             return {}
-        known = EXERCISES_BY_NAME()
-        order: list[str] = []
+        return {name: {export: _kind(self._implementation(name, export))
+                       for export in self._known()[name].functions}
+                for name in self._uses()}
+
+    def _known(self) -> dict[str, Exercise]:
+        from .course import EXERCISES_BY_NAME
+
+        return EXERCISES_BY_NAME()
+
+    def _uses(self) -> list[str]:
+        known, order = self._known(), []
 
         def add(name: str) -> None:
             for dep in known[name].uses:
@@ -58,28 +73,100 @@ class Student:
 
         for dep in self._exercise.uses:
             add(dep)
-        specs = {}
-        for name in order:
-            path = self._key_folder / f"{name}.py" if self._key_folder else None
-            if path is not None and path.is_file():
-                specs[name] = {"source": path.read_text(), "exports": list(known[name].functions),
-                               "kind": "key"}
-            elif (spec := known[name].stand_in()) is not None:
-                specs[name] = {**spec, "kind": "reference"}
-        return specs
+        return order
+
+    def _implementation(self, name: str, export: str) -> Any:
+        """What answers a proxy of ``name.export``: the answer key's, else the kit's reference
+        (written with torch or the calls the exercise forbids: no answer to copy, and it runs
+        here, never in a worker)."""
+        if self._key_folder is not None and (self._key_folder / f"{name}.py").is_file():
+            return getattr(_key_module(Path(self._key_folder).resolve(), name), export)
+        return self._known()[name].references[export]
+
+    def _answer(self, question: dict[str, Any]) -> dict[str, Any]:
+        """Answer a proxy's call: the key's function (or the reference) on the arrays the
+        worker sent. The answer is plain data; an error is a type and a message (never a
+        traceback, whose lines would quote the key). With an answer key it runs in a trusted
+        worker of its own, under the student's limits, so no question can make the grading
+        process itself compute without bound; without one (a student's copy of the kit) the
+        kit's reference runs here."""
+        name, function = question.get("ask"), question.get("function")
+        args, kwargs = question.get("args"), question.get("kwargs")
+        export, _, method = str(function).partition(".")
+        if (name not in self._uses() or export not in self._known()[name].functions
+                or method not in ("", "__init__", "forward")
+                or not isinstance(args, list) or not isinstance(kwargs, dict)):
+            return _error(AttributeError(f"{name}.{function} is not something the file "
+                                         "may use"))
+        name = str(name)
+        try:
+            if self._key_folder is not None and (self._key_folder / f"{name}.py").is_file():
+                return {"ok": True, "value": self._ask_key(name, export, method, args, kwargs)}
+            if method:
+                namespace = types.SimpleNamespace(**self._known()[name].references)
+                value = module_call(namespace, export, method, args, kwargs)
+            else:
+                value = plain(self._implementation(name, export)(*args, **kwargs),
+                              f"what {name}.{export} returned")
+        except StudentError as error:  # the key's own complaint about the arguments
+            return {"ok": False, "error": {"type": error.type,
+                                           "message": str(error.info.get("message"))}}
+        except WorkerLost as lost:
+            return _error(RuntimeError(f"the grader could not compute {name}.{export} on "
+                                       f"these arguments ({lost.reason})"))
+        except Exception as error:
+            return _error(error)
+        return {"ok": True, "value": value}
+
+    def _ask_key(self, name: str, export: str, method: str, args: list, kwargs: dict) -> Any:
+        """``name.export`` (or a method of it) computed by the key, in the trusted worker that
+        answers for ``name`` (started on first use, again after it was lost)."""
+        answerer = self._answerers.get(name)
+        if answerer is None or answerer._sandbox.closed:
+            exercise = self._known()[name]
+            sandbox = Sandbox(Path(self._key_folder), name, limits=self._sandbox.limits,
+                              trusted=True, framework=exercise.framework)
+            self._sandbox.companions.append(sandbox)
+            answerer = self._answerers[name] = Student(sandbox, exercise, trusted=True)
+            reply = sandbox.request("load", functions=list(exercise.functions), siblings={},
+                                    ops={"module_call": definition_source(module_call)},
+                                    framework=exercise.framework)
+            if reply.get("missing"):
+                raise WorkerLost(f"the answer key does not define {reply['missing']}")
+        if method:
+            return answerer._sandbox.request("module_call", name=export, method=method,
+                                             args=args, kwargs=kwargs)
+        return answerer._sandbox.request("call", func=export, args=args, kwargs=kwargs)
 
     def load(self) -> dict[str, Any]:
-        """Load the exercise's file in the worker, with its stand-ins and operations."""
+        """Load the exercise's file in the worker, with its proxies and operations."""
         exercise = self._exercise
         reply = self._sandbox.request(
-            "load", functions=list(exercise.functions), stand_ins=self.stand_ins(),
-            ops=exercise.operation_sources(), framework=exercise.framework,
-            rule=None if self._trusted else exercise.rule.as_config())
+            "load", functions=list(exercise.functions), siblings=self.siblings(),
+            ops=exercise.operation_sources(), framework=exercise.framework)
         missing = reply.get("missing") if isinstance(reply, dict) else None
         if not isinstance(missing, list) or not all(isinstance(m, str) for m in missing):
             self._sandbox.kill()
             raise WorkerLost(MALFORMED)
         return reply
+
+    def _measured(self, op: str, **kwargs: Any) -> tuple[Any, int | None]:
+        """Run operation ``op`` in a fresh worker and return its reply with the peak memory
+        the worker used beyond what it held before its file was loaded, in bytes, as the
+        kernel counts it (``VmHWM`` less ``VmRSS``; None where it cannot be read). Everything
+        the file allocates counts: at import, kept between calls, or in the call; and the
+        worker can start no process or thread whose memory would escape it (as root)."""
+        with self._sandbox.twin(single=True) as sandbox:
+            twin = Student(sandbox, self._exercise, key_folder=self._key_folder)
+            sandbox.request("hello")
+            before = sandbox.memory("VmRSS")
+            loaded = twin.load()
+            if loaded["missing"]:
+                raise WorkerLost(f"{self._exercise.filename} does not define "
+                                 f"{', '.join(loaded['missing'])}")
+            value = twin._request(op, **{k: _wire(v) for k, v in kwargs.items()})
+            peak = sandbox.memory("VmHWM")
+        return value, None if before is None or peak is None else peak - before
 
     def _request(self, op: str, **kwargs: Any) -> Any:
         try:
@@ -101,11 +188,52 @@ class Student:
 
             def call(*args: Any, **kwargs: Any) -> Any:
                 kwargs.update(zip(params, args))
+                if getattr(self._exercise.operations[name], "measured", False):
+                    return self._measured(name, **kwargs)
                 return self._request(name, **{k: _wire(v) for k, v in kwargs.items()})
         else:
             raise AttributeError(name)
         call.__name__ = name
         return call
+
+
+def _kind(implementation: Any) -> str:
+    return "module" if isinstance(implementation, type) and issubclass(
+        implementation, torch.nn.Module) else "function"
+
+
+def _error(error: BaseException) -> dict[str, Any]:
+    return {"ok": False, "error": {"type": type(error).__name__, "message": str(error)[:1000]}}
+
+
+def module_call(module: Any, name: str, method: str, args: list, kwargs: dict) -> Any:
+    """A proxied torch module class, ``module.name`` (``decode`` imports the core
+    ``MultiHeadAttention``): ``__init__`` builds one to say what the worker's copy holds (its
+    ``nn.Linear`` layers and plain attributes); ``forward`` gets the constructor's arguments,
+    the state and the input. Runs where the key does (a trusted worker: its source is sent
+    there as an operation), or here with the kit's reference."""
+    cls = getattr(module, name)
+    if method == "__init__":
+        built = cls(*args, **kwargs)
+        return {"linears": {child: {"in": int(layer.in_features), "out": int(layer.out_features),
+                                    "bias": layer.bias is not None}
+                            for child, layer in built.named_children()
+                            if isinstance(layer, torch.nn.Linear)},
+                "attributes": {key: value for key, value in vars(built).items()
+                               if not key.startswith("_") and key != "training"
+                               and type(value) in (int, float, bool)}}
+    if method != "forward" or len(args) < 3 or not isinstance(args[2], dict):
+        raise AttributeError(f"{method} cannot be called through the proxy")
+    init_args, init_kwargs, state, *rest = args
+    built = cls(*init_args, **init_kwargs)
+    dtype = next(iter(state.values())).dtype if state else np.float32
+    built = built.to(dtype=torch.from_numpy(np.zeros(0, dtype)).dtype)
+    built.load_state_dict({k: torch.from_numpy(v) for k, v in state.items()})
+    tensors = [torch.from_numpy(a) if isinstance(a, np.ndarray) else a for a in rest]
+    named = {k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v
+             for k, v in kwargs.items()}
+    with torch.no_grad():
+        return plain(built(*tensors, **named), "the module's output")
 
 
 class AnswerKey:
@@ -135,7 +263,8 @@ class AnswerKey:
 
             def call(*args: Any, **kwargs: Any) -> Any:
                 args, kwargs = copy.deepcopy((args, kwargs))
-                return operation(self._module, *args, **kwargs)
+                value = operation(self._module, *args, **kwargs)
+                return (value, None) if getattr(operation, "measured", False) else value
         else:
             raise AttributeError(name)
         call.__name__ = name

@@ -1,5 +1,7 @@
 """``make bench``: seconds to grade the answer key (its six core exercises), as a ratio to
-``python -c "import torch"``; the whole key with the bonus track is reported beside it.
+``python -c "import torch"``; the whole key with the bonus track is reported beside it. Each
+figure is printed beside the kit's before its workers were made to hold no answer (``BEFORE``),
+and ``--against DIR`` measures another checkout's key ratios in the same run.
 
 Both are measured in the same run, as fresh processes, so machine load affects them alike.
 The target is a ratio under 3.
@@ -36,12 +38,18 @@ from pathlib import Path
 from ..core.course import KIT_ROOT as ROOT
 from ..core.course import load
 
+# The same figures for the kit before its workers were made to hold no answer, no torch (NumPy
+# exercises) and no way to torch's attention (commit 1740e78, measured by `make bench` on the
+# 2-core machines this kit is developed on): what each figure below is set against.
+BEFORE = {"core": 2.6, "whole": 3.6, "class_wall": 276.0, "class_cpu": 2.35,
+          "notebooks_wall": 292.0}
 
-def seconds(command: list[str], repeats: int = 3) -> float:
+
+def seconds(command: list[str], repeats: int = 3, cwd: Path = ROOT) -> float:
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
-        subprocess.run(command, check=True, stdout=subprocess.DEVNULL, cwd=ROOT)
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL, cwd=cwd)
         times.append(time.perf_counter() - start)
     return statistics.median(times)
 
@@ -180,14 +188,15 @@ def class_scale(size: int = 200, jobs: int = 2) -> dict[str, float]:
     print(f"class of {size} ({kinds['correct']} correct, {kinds['wrong']} wrong, "
           f"{kinds['hostile']} hostile; the six core files each), --jobs {jobs}: "
           f"{graded} graded")
-    print(f"batch wall time:        {wall:6.1f} s (target < 300 s for 200 on 2 cores)")
+    print(f"batch wall time:        {wall:6.1f} s (target < 300 s for 200 on 2 cores; "
+          f"{BEFORE['class_wall']:.0f} s before)")
     print(f"submissions per minute: {figures['per_minute']:6.1f}")
     print(f"peak memory (PSS):      {figures['peak_mib']:6.0f} MiB")
     print(f"one `grader grade`:     {single:6.2f} s")
     print(f"per submission:         {per_submission:6.2f} s of one core "
           f"({figures['ratio']:.2f}x one `grader grade`)")
     print(f"CPU per submission:     {cpu / size:6.2f} s, against {single_cpu:.2f} s for one "
-          f"`grader grade` ({figures['cpu_ratio']:.2f}x)")
+          f"`grader grade` ({figures['cpu_ratio']:.2f}x; {BEFORE['class_cpu']:.2f} s before)")
     print(f"projected for 200 on {jobs} idle cores: {200 * cpu / size / jobs:6.0f} s")
     print(f"class report:           {report:6.2f} s, {100 * report / wall:.1f}% of the batch "
           "time (target < 5%; `grader report` from its --json-dir, a fresh process)")
@@ -272,7 +281,8 @@ def notebook_class(size: int = 200, jobs: int = 2, plain: int = 4) -> dict[str, 
     print(f"isolated autograde, same:   {small_wall / plain:6.2f} s per notebook "
           f"({small_cpu / plain:.2f} s CPU; the same {plain}, --jobs {jobs}, start-up included)")
     print(f"isolated autograde, class:  {wall / size:6.2f} s per notebook "
-          f"({cpu / size:.2f} s CPU; {wall:.0f} s for {size}, --jobs {jobs}), "
+          f"({cpu / size:.2f} s CPU; {wall:.0f} s for {size}, --jobs {jobs}; "
+          f"{BEFORE['notebooks_wall']:.0f} s before), "
           f"{plain_wall / plain / (wall / size):.1f}x faster than plain")
     print(f"projected for 200 on {jobs} idle cores: isolated {200 * cpu / size / jobs:6.0f} s "
           f"(target < 300 s), plain {200 * plain_wall / plain:6.0f} s")
@@ -288,19 +298,29 @@ def main(argv: list[str] | None = None) -> int:
                         help="the class as notebooks, for the isolated autograde (0: skip)")
     parser.add_argument("--plain-notebooks", type=int, default=4,
                         help="of those, how many plain nbgrader autograde runs too")
+    parser.add_argument("--against", type=Path, default=None,
+                        help="another checkout of the kit: its key ratios measured in this run")
     args = parser.parse_args(argv)
     if not args.class_only:
         baseline = seconds([sys.executable, "-c", "import torch"])
         with tempfile.TemporaryDirectory(prefix="attention-kit-bench-") as tmp:
-            core = seconds([sys.executable, "-m", "grader", "grade",
-                            str(core_submission(Path(tmp) / "key"))])
-        grade = seconds([sys.executable, "-m", "grader", "grade", "solutions"])
+            key = core_submission(Path(tmp) / "key")
+            core = seconds([sys.executable, "-m", "grader", "grade", str(key)])
+            grade = seconds([sys.executable, "-m", "grader", "grade", str(ROOT / "solutions")])
+            if args.against is not None:  # the other kit's grader, from its own folder
+                other = [seconds([sys.executable, "-m", "grader", "grade", str(folder)],
+                                 cwd=args.against) / baseline
+                         for folder in (key, args.against / "solutions")]
         print(f"import torch:           {baseline:6.2f} s (median of 3)")
         print(f"grade the answer key:   {core:6.2f} s (median of 3; the six core exercises)")
-        print(f"ratio:                  {core / baseline:6.2f}x (target < 3x)")
+        print(f"ratio:                  {core / baseline:6.2f}x (target < 3x; "
+              f"{BEFORE['core']:.1f}x before)")
         print(f"with the bonus track:   {grade:6.2f} s (all of solutions/, "
               f"{len(load().names())} exercises), "
-              f"{grade / baseline:.2f}x")
+              f"{grade / baseline:.2f}x ({BEFORE['whole']:.1f}x before)")
+        if args.against is not None:
+            print(f"{str(args.against)[:22]:<22}  {other[0]:6.2f}x, with the bonus track "
+                  f"{other[1]:.2f}x (measured in this run)")
     if args.notebooks:
         notebook_class(args.notebooks, args.jobs, min(args.plain_notebooks, args.notebooks))
     if args.class_size:

@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given
 from hypothesis import strategies as st
+from torch import nn
 
 from ..core.assertions import (
     CheckFailed,
@@ -24,7 +25,7 @@ from ..core.delegation import ATTENTION_RULE
 from ..core.diagnose import mistaken
 from ..core.exercise import Exercise
 from ..core.strategies import FLOAT_DTYPES, Seeded, seeds
-from ..sandbox.worker import BadReturn, load_state, plain, seed_cpu, sibling
+from ..sandbox.worker import BadReturn, load_state, plain, seed_cpu
 from .attention import causal_mask
 from .mha import MultiHeadAttention, with_weights
 
@@ -49,19 +50,16 @@ def causal_forward(d_model, n_head, bias, state, x, device="cpu") -> np.ndarray:
 @EX.operation
 def decode_run(module, d_model, n_head, bias, state, xs, device="cpu"):
     """Feed the chunks ``xs`` (each ``(B, T_i, d_model)``) through the student's
-    ``decode_step`` with one ``KVCache``, on the reference ``MultiHeadAttention`` (what
-    ``from .mha import MultiHeadAttention`` gives the submission): ``{"ys", "lengths"}``."""
+    ``decode_step`` with one ``KVCache``, on the projections of a ``MultiHeadAttention`` with
+    ``state`` loaded (what ``decode_step`` may use of the module: not its forward; no module
+    of the answer key is built in the worker): ``{"ys", "lengths"}``."""
     seed_cpu(0)
-    mha = sibling("mha", module).MultiHeadAttention(d_model, n_head, bias=bias)
-    mha = mha.to(device=device, dtype=torch.from_numpy(xs[0]).dtype)
-    load_state(mha, state)
-
-    class Projections:  # what decode_step may use of the module: not its forward
-        pass
-
-    view = Projections()
-    view.n_head, view.wq, view.wk, view.wv, view.wo = (
-        mha.n_head, mha.wq, mha.wk, mha.wv, mha.wo)
+    view = nn.Module()
+    view.n_head = n_head
+    for name in ("wq", "wk", "wv", "wo"):
+        view.add_module(name, nn.Linear(d_model, d_model, bias=bias))
+    view = view.to(device=device, dtype=torch.from_numpy(xs[0]).dtype)
+    load_state(view, state)
     cache = module.KVCache()
     ys, lengths = [], []
     with torch.no_grad():

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import fcntl
+import glob
 import os
 import pwd
 import resource
@@ -43,16 +44,50 @@ MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE, MNT_DETACH = 0x20, 0x1000, 0x4000, 0x40
 FILE_CAP = 16 * MiB  # bytes a worker may write to any one file, its captured output included
 NPROC_LIMIT = 64  # processes and threads one sandbox uid may hold (a fork bomb stops here)
 
-# Modules a submission may import lazily, imported once in the zygote so every worker starts
-# with them (and a worker that runs as another user need not read the interpreter's files).
-PRELOAD = (
-    "math cmath functools itertools operator typing collections dataclasses fractions "
-    "decimal statistics random copy numbers enum abc contextlib warnings string re time "
-    "inspect cProfile tracemalloc einops numpy numpy.linalg numpy.fft torch torch.nn "
-    "torch.nn.functional torch.overrides torch.utils._python_dispatch encodings.idna"
-    # torch's first backward() imports this (and SymPy, mpmath) lazily
-    " torch.fx.experimental.symbolic_shapes"
+# Modules imported once in each zygote, so every worker starts with them (and a worker that
+# runs as another user need not read the interpreter's files). The NumPy zygote never imports
+# torch: a NumPy exercise's worker holds nothing of it to find.
+_STANDARD = (
+    "math cmath functools itertools typing collections dataclasses fractions decimal "
+    "statistics random copy numbers enum abc contextlib warnings string re time "
+    "__future__ encodings.idna numpy numpy.linalg numpy.fft"
 ).split()
+PRELOAD = {
+    "numpy": _STANDARD,
+    # torch's first backward() imports torch.fx's symbolic shapes (and SymPy, mpmath) lazily
+    "torch": [*_STANDARD, "torch", "torch.nn", "torch.nn.functional",
+              "torch.fx.experimental.symbolic_shapes"],
+}
+# What a worker's root shows of the interpreter's installed packages: NumPy's worker only
+# NumPy (every other entry of every site-packages folder, torch, scipy, jax and the kit's own
+# editable finder included, is absent); torch's worker all of them (torch imports many).
+PACKAGES = {"numpy": ("numpy",), "torch": None}
+SITE_NAMES = ("site-packages", "dist-packages")
+
+
+def site_folders(paths: list[str]) -> list[str]:
+    """The site-packages and dist-packages folders in or under ``paths`` (three levels at
+    most: ``lib/python3.11/site-packages``, ``local/lib/python3/dist-packages``)."""
+    found = set()
+    for path in paths:
+        if os.path.basename(path) in SITE_NAMES:
+            found.add(path)
+        for depth in ("*", "*/*", "*/*/*"):
+            for name in SITE_NAMES:
+                found.update(glob.glob(os.path.join(path, depth, name)))
+    return sorted(p for p in found if os.path.isdir(p) and not os.path.islink(p))
+
+
+def kept_entries(site: str, packages: tuple[str, ...]) -> list[str]:
+    """The entries of ``site`` that make up ``packages``: their folders, single-file modules,
+    dist-info and bundled libraries (``numpy.libs``)."""
+    kept = []
+    with contextlib.suppress(OSError):
+        for item in sorted(os.listdir(site)):
+            stem = item.split("-")[0].split(".")[0]
+            if stem in packages:
+                kept.append(item)
+    return kept
 
 
 @dataclass(frozen=True)
@@ -64,6 +99,9 @@ class Limits:
     network: bool = False
     drop_privileges: bool = True  # only has an effect when grading as root
     scratch: int = 64 * MiB  # the size of the worker's private /tmp and of its /dev/shm
+    # Processes and threads the worker's sandbox uid may hold (as root): 1 for a worker whose
+    # memory is measured, so no process of its own escapes the measure.
+    processes: int = NPROC_LIMIT
 
 
 # -- sandbox uids (in the grading process) -----------------------------------------------------
@@ -220,15 +258,20 @@ def _folders_to_show() -> list[str]:
             if not any(Path(p).is_relative_to(other) and p != other for other in folders)]
 
 
-def private_view(folder: str, scratch: int) -> None:
+def private_view(folder: str, scratch: int, packages: list[str] | None = None) -> None:
     """Runs in the worker (PID 1 of its namespaces), with mount rights, before any student code:
     a new root holding only ``visible_paths()`` (read-only), the devices, a fresh /proc of this
     namespace, a private /tmp and /dev/shm of ``scratch`` bytes each, and ``folder`` (the
-    submission copy, read-only, at the same path). The host's root is then detached."""
+    submission copy, read-only, at the same path). With ``packages``, every site-packages
+    folder in it holds those packages and nothing else. The host's root is then detached."""
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     # Held open before /tmp is covered below: the interpreter, its packages (a virtual
     # environment may live under /tmp) and the submission are bound from these handles.
     shown = {path: os.open(path, os.O_PATH | os.O_DIRECTORY) for path in _folders_to_show()}
+    sites = {} if packages is None else {
+        site: {item: os.open(os.path.join(site, item), os.O_PATH)
+               for item in kept_entries(site, tuple(packages))}
+        for site in site_folders(list(shown))}
     submission = os.open(folder, os.O_PATH | os.O_DIRECTORY)
     _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=700,size=1m")  # ours alone
     root = Path("/tmp/root")
@@ -247,6 +290,18 @@ def private_view(folder: str, scratch: int) -> None:
         target.mkdir(parents=True, exist_ok=True)
         _bind(f"/proc/self/fd/{handle}", target)
         os.close(handle)
+    for site, entries in sites.items():  # only the allowed packages: the rest is not there
+        target = root / site.lstrip("/")
+        _mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=755")
+        for item, handle in entries.items():
+            place = target / item
+            if os.path.isdir(f"/proc/self/fd/{handle}"):
+                place.mkdir()
+            else:
+                place.touch()
+            _bind(f"/proc/self/fd/{handle}", place)
+            os.close(handle)
+        _mount(None, target, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
     (root / "dev").mkdir()
     _bind("/dev", root / "dev", writable=True)  # /dev/null, /dev/urandom, GPUs
     _mount("tmpfs", root / "dev" / "shm", "tmpfs", MS_NOSUID | MS_NODEV,
@@ -259,6 +314,15 @@ def private_view(folder: str, scratch: int) -> None:
     os.close(submission)
     _mount(None, root, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
     _pivot_root(root)
+
+
+def seal_proc(pid: int) -> None:
+    """Runs in init, after it forked the worker ``pid`` and before the worker goes on: the
+    worker cannot write its own ``/proc/PID/clear_refs`` (where a process resets the peak
+    memory the grading process reads, ``VmHWM``), which is covered by a read-only empty file."""
+    with contextlib.suppress(OSError):
+        _mount("/dev/null", f"/proc/{pid}/clear_refs", None, MS_BIND)
+        _mount(None, f"/proc/{pid}/clear_refs", None, MS_REMOUNT | MS_BIND | MS_RDONLY)
 
 
 def _pivot_root(root: Path) -> None:
@@ -287,7 +351,7 @@ def restrict(limits: Limits, user: tuple[int, int] | None, workdir: str) -> None
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_CAP, FILE_CAP))  # output and any file
     if user is not None:
-        resource.setrlimit(resource.RLIMIT_NPROC, (NPROC_LIMIT, NPROC_LIMIT))
+        resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
         os.setgroups([])
         os.setgid(user[1])
         os.setuid(user[0])

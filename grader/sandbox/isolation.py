@@ -22,22 +22,30 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from . import protocol
 from .confine import (  # noqa: F401  (GiB, Limits, unprivileged_user: re-exported)
+    PACKAGES,
     GiB,
     Limits,
     claim_sandbox_user,
     kill_user_processes,
     unprivileged_user,
 )
-from .zygote import BOOT, request_bytes
+from .zygote import BOOT, EXIT_FORBIDDEN, SOURCES, request_bytes
 
 OUTPUT_CAP = 4096  # characters of captured output kept for the instructor
+TRUNCATED = "\n[... output truncated]"
 SANDBOX = Path(__file__).resolve().parent
 MALFORMED = "the worker sent a malformed reply"
+FORBIDDEN = ("it called one of torch's own attention implementations "
+             "(F.scaled_dot_product_attention, F.multi_head_attention_forward, "
+             "nn.MultiheadAttention or a Transformer layer), and the exercise is to write "
+             "attention, so it may not")
+FRAMEWORKS = ("numpy", "torch")
 
 
 CONTROL = dict.fromkeys([*range(0, 9), *range(11, 32), 127, *range(128, 160)], "?")
@@ -94,16 +102,18 @@ class WorkerLost(BaseException):
 
 # -- the zygote ------------------------------------------------------------------------------
 class Zygote:
-    """The clean process every worker is forked from; one per grading run, shared by the
-    processes a batch forks (each connects on its own)."""
+    """The clean process every worker of one framework is forked from; one per framework and
+    grading run, shared by the processes a batch forks (each connects on its own)."""
 
-    def __init__(self) -> None:
+    def __init__(self, framework: str = "torch") -> None:
+        if framework not in FRAMEWORKS:
+            raise ValueError(f"no zygote for framework {framework!r}")
+        self.framework = framework
         self.folder = tempfile.mkdtemp(prefix="attention-kit-zygote-")  # 0700: root's alone
         self.path = os.path.join(self.folder, "socket")
         self.owner = os.getpid()
         self.mounts = _mount_namespace()
-        sources = {name: (SANDBOX / f"{name}.py").read_text()
-                   for name in ("protocol", "confine", "worker", "zygote")}
+        sources = {name: (SANDBOX / f"{name}.py").read_text() for name in SOURCES}
         self.log = tempfile.TemporaryFile()
         # A small, fixed environment: what the grading process was started with (a course
         # secret, tokens) must not sit in the workers' memory.
@@ -112,7 +122,7 @@ class Zygote:
                **{k: v for k, v in os.environ.items()
                   if k in ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH") or k.startswith("NVIDIA_")}}
         self.process = subprocess.Popen(
-            [sys.executable, "-I", "-c", BOOT, self.path], stdin=subprocess.PIPE,
+            [sys.executable, "-I", "-c", BOOT, self.path, framework], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=self.log, cwd="/", env=env,
         )
         assert self.process.stdin is not None
@@ -183,7 +193,7 @@ class Zygote:
             os.rmdir(self.folder)
 
 
-_ZYGOTE: Zygote | None = None
+_ZYGOTES: dict[str, Zygote] = {}
 
 
 def _mount_namespace() -> str:
@@ -192,20 +202,24 @@ def _mount_namespace() -> str:
     return ""
 
 
-def zygote() -> Zygote:
-    """This run's zygote, started on first use. A forked child shares its parent's, unless it
-    has since entered a mount namespace of its own (to hide a course folder, say): workers
-    must see what their grading process sees, not what its parent saw."""
-    global _ZYGOTE
-    if _ZYGOTE is None or not _ZYGOTE.alive() or _ZYGOTE.mounts != _mount_namespace():
-        _ZYGOTE = Zygote()
-        atexit.register(_ZYGOTE.close)
-    return _ZYGOTE
+def zygote(framework: str = "torch") -> Zygote:
+    """This run's zygote for ``framework``, started on first use. A forked child shares its
+    parent's, unless it has since entered a mount namespace of its own (to hide a course
+    folder, say): workers must see what their grading process sees, not what its parent
+    saw."""
+    found = _ZYGOTES.get(framework)
+    if found is None or not found.alive() or found.mounts != _mount_namespace():
+        found = _ZYGOTES[framework] = Zygote(framework)
+        atexit.register(found.close)
+    return found
 
 
 def start_zygote() -> None:
-    """Start the zygote now, so its imports overlap with the grading process's own."""
-    zygote()
+    """Start the zygotes now, so their imports overlap with the grading process's own."""
+    for framework in FRAMEWORKS:
+        zygote(framework)
+
+
 
 
 # -- one worker --------------------------------------------------------------------------------
@@ -220,10 +234,19 @@ class Sandbox:
         limits: Limits = Limits(),
         trusted: bool = False,
         package: str = "submission",
+        framework: str = "torch",
+        answer: Any = None,
     ):
         self.folder = Path(folder).resolve()
         self.exercise = exercise
         self.limits = limits
+        self.framework = framework
+        self.trusted = trusted
+        self.package = package
+        # Answers a proxy's question (another exercise's function) during a request: a
+        # function of the question that returns {"ok": True, "value"} or {"ok": False, "error"}.
+        self.answer = answer
+        self.companions: list[Sandbox] = []  # workers that answer for this one: closed with it
         self.used = 0.0  # seconds spent waiting for the worker: the student's time
         self.closed = False
         self.pid: int | None = None
@@ -241,12 +264,14 @@ class Sandbox:
         self._sock, child = socket.socketpair()
         self._status, status_child = socket.socketpair()
         try:
-            zygote().spawn(
+            zygote(framework).spawn(
                 {"config": self.config, "confine": {
                     "timeout": limits.timeout, "memory": limits.memory,
                     "network": limits.network, "scratch": limits.scratch,
+                    "processes": limits.processes,
                     "user": [user.pw_uid, user.pw_gid] if user is not None else None,
-                    "trusted": trusted}},
+                    "trusted": trusted,
+                    "packages": PACKAGES[framework]}},
                 [child.fileno(), self._output.fileno(), status_child.fileno()],
             )
         finally:
@@ -290,6 +315,9 @@ class Sandbox:
             self._sock.settimeout(max(remaining, 1e-3))  # a stuck worker cannot block a send
             protocol.send(self._sock, {"op": op, "id": self._sequence, "kwargs": kwargs})
             reply = protocol.recv(self._sock, start + remaining)
+            while self._is_question(reply):  # a proxy asks: its time is the student's
+                protocol.send(self._sock, {**self.answer(reply), "id": self._sequence})
+                reply = protocol.recv(self._sock, start + remaining)
             extra = self._pending()
         except TimeoutError:
             self.used = self.limits.timeout
@@ -319,6 +347,10 @@ class Sandbox:
         self.kill()
         raise WorkerLost(MALFORMED)
 
+    def _is_question(self, message: Any) -> bool:
+        return (self.answer is not None and isinstance(message, dict) and "ask" in message
+                and message.get("id") == self._sequence)
+
     def _pending(self) -> bool:
         """Whether bytes follow the reply just read (a frame the worker was not asked for)."""
         timeout = self._sock.gettimeout()
@@ -343,9 +375,43 @@ class Sandbox:
             if sig == signal.SIGKILL:
                 return "the worker was killed (out of memory?)"
             return f"the worker crashed with signal {name}"
+        if os.WIFEXITED(status) and os.WEXITSTATUS(status) == EXIT_FORBIDDEN:
+            return FORBIDDEN
         if os.WIFEXITED(status):
             return f"the code ended the worker process (exit code {os.WEXITSTATUS(status)})"
         return "the worker ended"
+
+    # -- measured from outside ----------------------------------------------------------------
+    def worker_pid(self) -> int | None:
+        """The worker's pid as this process sees it: init's only child where the worker has
+        namespaces of its own, the process the keeper reported otherwise."""
+        if self.pid is None or self.mode == "plain":
+            return self.pid
+        with contextlib.suppress(OSError, ValueError):
+            children = Path(f"/proc/{self.pid}/task/{self.pid}/children").read_text().split()
+            return int(children[0]) if children else None
+        return None
+
+    def memory(self, field: str = "VmRSS") -> int | None:
+        """A memory figure of the worker in bytes, read by the kernel's account of it
+        (``/proc/PID/status``: ``VmRSS`` now, ``VmHWM`` its peak): nothing the worker's code
+        can report or fake. None when it cannot be read."""
+        pid = self.worker_pid()
+        if pid is None:
+            return None
+        with contextlib.suppress(OSError, ValueError):
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith(f"{field}:"):
+                    return int(line.split()[1]) * 1024
+        return None
+
+    def twin(self, *, single: bool = False) -> Sandbox:
+        """A fresh worker for the same exercise of the same submission, with the same limits;
+        ``single``: one that may start no other process or thread (as root: a sandbox uid's
+        process limit of 1), for a measure of its memory that nothing escapes."""
+        limits = replace(self.limits, processes=1) if single else self.limits
+        return Sandbox(self.folder, self.exercise, limits=limits, trusted=self.trusted,
+                       package=self.package, framework=self.framework, answer=self.answer)
 
     # -- stopping -------------------------------------------------------------------------
     def kill(self) -> None:
@@ -365,6 +431,10 @@ class Sandbox:
             self._uid_lock = None
 
     def close(self) -> None:
+        for companion in self.companions:
+            companion.close()
+            companion._output.close()
+        self.companions.clear()
         if not self.closed:
             with contextlib.suppress(Exception):
                 self._sock.settimeout(2.0)
@@ -379,7 +449,7 @@ class Sandbox:
         data = self._output.read(OUTPUT_CAP + 1)
         text = data[:OUTPUT_CAP].decode("utf-8", "replace").translate(
             {k: v for k, v in CONTROL.items() if k not in (9,)})
-        return text + ("\n[... output truncated]" if len(data) > OUTPUT_CAP else "")
+        return text + (TRUNCATED if len(data) > OUTPUT_CAP else "")
 
     def __enter__(self) -> Sandbox:
         return self

@@ -6,17 +6,21 @@ exercise's *operations* (build this module, run this forward/backward pass). Wha
 student's code returns is converted here to plain arrays, numbers and strings before it is
 sent; the grading process decides everything else.
 
-The worker knows nothing of the exercises. The ``load`` request brings all it needs as data:
-the functions the file must define, the source of the stand-ins for the *other* exercises a
-file may import (``from .softmax import softmax``), the source of the exercise's operations
-and its library-delegation rule, enforced here by ``Guard``. This module imports only the
-standard library, NumPy, torch (lazily) and ``protocol``: the zygote runs it from source.
+The worker holds no implementation of any exercise. When the file imports another exercise
+it may use (``from .softmax import softmax`` in ``attention.py``), it gets a *proxy*: a
+function (or, for a torch module, a class) that sends its arguments to the grading process
+as arrays, over the same socket and in the middle of the request being answered; the grading
+process runs the answer key (or the kit's reference) and sends the result back. No line of
+the key or of a reference is ever in a worker's memory, files or messages.
+
+The worker knows nothing of the exercises: the ``load`` request brings the functions the file
+must define, the names the proxies export and the source of the exercise's operations. This
+module imports only the standard library, NumPy, torch (lazily: a NumPy exercise's worker has
+none) and ``protocol``: the zygote runs it from source.
 """
 
 from __future__ import annotations
 
-import builtins
-import contextlib
 import dis
 import importlib
 import importlib.util
@@ -32,19 +36,17 @@ import numpy as np
 
 from . import protocol
 
-# What a reference stand-in's or an operation's source may use without importing it; torch
-# only for a torch exercise (a NumPy exercise's worker has none: see ``forget_torch``).
+# What an operation's source may use without importing it; torch only in a torch exercise's
+# worker (a NumPy exercise's has none: its zygote never imported it, and its root does not
+# hold it).
 PRELUDE = "import math\nimport numbers\n\nimport numpy as np\n"
 TORCH_PRELUDE = "import torch\nimport torch.nn.functional as F\nfrom torch import nn\n"
-TORCH_PACKAGES = ("torch", "functorch", "torchgen", "triton")
-
-
-def forget_torch() -> None:
-    """Make torch unimportable in this worker (``import torch`` then fails): a NumPy exercise,
-    whose stand-ins are the answer key's NumPy modules, has nothing to use it for."""
-    for name in list(sys.modules):
-        if name.split(".")[0] in TORCH_PACKAGES:
-            sys.modules[name] = None  # type: ignore[assignment]
+# The exceptions a proxy raises as themselves (the key's ValueError is the student's
+# ValueError); any other becomes a RuntimeError carrying its message.
+BUILTIN_ERRORS = {e.__name__: e for e in (
+    ValueError, TypeError, IndexError, KeyError, ZeroDivisionError, ArithmeticError,
+    OverflowError, FloatingPointError, AssertionError, NotImplementedError, RuntimeError,
+    AttributeError, LookupError)}
 
 
 class BadReturn(Exception):
@@ -53,106 +55,6 @@ class BadReturn(Exception):
 
 class Fatal(BaseException):
     """Ends the worker: the exercise cannot be graded further."""
-
-
-class Forbidden(BaseException):
-    """The student's code used what its exercise's rule forbids (a BaseException, so that
-    ``except Exception`` in the student's code does not swallow it; the guard also records it,
-    so swallowing it with ``except BaseException`` gains nothing)."""
-
-
-def code_objects(code: Any) -> set[Any]:
-    """``code`` and every code object nested in it (functions, classes, comprehensions)."""
-    found = {code}
-    for const in code.co_consts:
-        if hasattr(const, "co_consts"):
-            found |= code_objects(const)
-    return found
-
-
-class Guard:
-    """The library-delegation rule at run time (the grading process checks the source too).
-
-    A use counts as the student's when the nearest frame on the stack that is either the
-    student's (a file in the submission) or the kit's (a stand-in or an operation, known by
-    its code objects, not its file name) is the student's: the kit's stand-ins may use torch
-    on a NumPy exercise's behalf, the student's code may not.
-    """
-
-    def __init__(self, rule: dict[str, Any] | None, folder: Path):
-        self.rule = rule or {}
-        self.folder = str(folder.resolve()) + "/"
-        self.kit_codes: set[Any] = set()
-        self.violation: str | None = None
-        self.mode: Any = None
-
-    def student_frame(self, frame: Any) -> Any:
-        while frame is not None:
-            if frame.f_code in self.kit_codes:
-                return None
-            if frame.f_code.co_filename.startswith(self.folder):
-                return frame
-            frame = frame.f_back
-        return None
-
-    def flag(self, what: str, frame: Any) -> None:
-        where = f"{Path(frame.f_code.co_filename).name} line {frame.f_lineno}"
-        if self.violation is None:
-            self.violation = (f"it uses {what} (at {where}), and "
-                              f"{self.rule.get('why', 'the exercise forbids it')}")
-        raise Forbidden(self.violation)
-
-    def install(self) -> None:
-        if not self.rule:
-            return
-        modules = tuple(self.rule.get("modules", ()))
-        original_import, original_import_module = builtins.__import__, importlib.import_module
-
-        def guarded_import(name, globals=None, locals=None, fromlist=(), level=0):
-            if level == 0 and name.split(".")[0] in modules and str(
-                    (globals or {}).get("__file__", "")).startswith(self.folder):
-                self.flag(f"import {name}", sys._getframe(1))
-            return original_import(name, globals, locals, fromlist, level)
-
-        def guarded_import_module(name, package=None):
-            frame = self.student_frame(sys._getframe(1))
-            if frame is not None and name.split(".")[0] in modules:
-                self.flag(f"import {name}", frame)
-            return original_import_module(name, package)
-
-        builtins.__import__ = guarded_import
-        importlib.import_module = guarded_import_module
-        self.imports = guarded_import
-        if sys.modules.get("torch") is None:
-            return  # forgotten: nothing of torch to watch
-        import torch.overrides
-
-        guard = self
-        calls = tuple(c.lower() for c in self.rule.get("calls", ()))
-        any_torch = "torch" in modules
-
-        class Mode(torch.overrides.TorchFunctionMode):
-            def __torch_function__(self, func, types, args=(), kwargs=None):
-                name = getattr(func, "__name__", str(func))
-                if any_torch or any(c in name.lower() for c in calls):
-                    frame = guard.student_frame(sys._getframe(1))
-                    if frame is not None:
-                        guard.flag(f"torch's {name}", frame)
-                return func(*args, **(kwargs or {}))
-
-        self.mode = Mode()
-
-    @contextlib.contextmanager
-    def watching(self):
-        """While the student's code runs: torch calls pass by the guard."""
-        if self.mode is None:
-            yield
-            return
-        with self.mode:
-            yield
-            if builtins.__import__ is not self.imports:
-                self.violation = self.violation or (
-                    "it replaced the grader's import hook (builtins.__import__)")
 
 
 def seed_cpu(seed: int) -> None:
@@ -215,89 +117,152 @@ def load_state(module: Any, state: dict[str, np.ndarray]) -> None:
             target.copy_(torch.from_numpy(value))
 
 
-def sibling(name: str, module: types.ModuleType) -> types.ModuleType:
-    """Another exercise's module beside ``module`` (the answer key's own, where it runs in the
-    grading process). In a worker, operations get the session's: its stand-in, if any."""
-    return importlib.import_module(f"{module.__package__}.{name}")
+# -- proxies: another exercise's functions, run by the grading process ---------------------------
+def to_wire(value: Any, what: str) -> tuple[Any, str | None]:
+    """``value`` as the protocol carries it (tensors as arrays), and the device of the first
+    tensor in it (None when there is none: the answer then stays NumPy)."""
+    if type(value).__module__.startswith("torch") and hasattr(value, "detach"):
+        return value.detach().cpu().numpy(), str(value.device)
+    if isinstance(value, (tuple, list)):
+        parts = [to_wire(x, what) for x in value]
+        device = next((d for _, d in parts if d is not None), None)
+        return type(value)(p for p, _ in parts), device
+    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+        parts = {k: to_wire(v, what) for k, v in value.items()}
+        device = next((d for _, d in parts.values() if d is not None), None)
+        return {k: p for k, (p, _) in parts.items()}, device
+    if isinstance(value, np.ndarray) and value.dtype.name in protocol.DTYPES:
+        return value, None
+    if isinstance(value, np.generic) or value is None or type(value) in (bool, int, float, str):
+        return value, None
+    raise TypeError(f"{what} takes arrays and numbers, not a {type(value).__name__}")
 
 
-def stand_in(name: str, package: str, spec: dict[str, Any]) -> tuple[types.ModuleType, set[Any]]:
-    """A module that exposes only the ``exports`` of ``spec``: the answer key's module
-    (``kind`` "key"), or the kit's torch reference run after the preludes; and the code objects
-    that ran it. It may import the stand-ins loaded before it (``from .softmax import ...``)."""
-    namespace: dict[str, Any] = {"__name__": f"{package}.{name}", "__package__": package}
-    source = spec["source"] if spec["kind"] == "key" else (
-        PRELUDE + TORCH_PRELUDE + spec["source"])
-    code = compile(source, f"<stand-in for {name}>", "exec")
-    exec(code, namespace)
-    module = types.ModuleType(f"{package}.{name}")
+def from_wire(value: Any, device: str | None) -> Any:
+    if device is None:
+        return value
+    import torch
+
+    if isinstance(value, np.ndarray):
+        return torch.from_numpy(value).to(device)
+    if isinstance(value, (tuple, list)):
+        return type(value)(from_wire(x, device) for x in value)
+    return value
+
+
+class Asker:
+    """Sends a proxy's call to the grading process, during the request being answered."""
+
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+        self.request: Any = None  # the id of the request in progress
+
+    def __call__(self, exercise: str, function: str, args: tuple, kwargs: dict) -> Any:
+        what = f"{exercise}.{function}"
+        if self.request is None:
+            raise RuntimeError(f"{what} can only be called while the grader calls your code")
+        (args, kwargs), device = to_wire((tuple(args), dict(kwargs)), what)
+        protocol.send(self.sock, {"ask": exercise, "function": function, "args": list(args),
+                                  "kwargs": kwargs, "id": self.request})
+        reply = protocol.recv(self.sock)
+        if not isinstance(reply, dict):
+            raise Fatal("the grading process sent no answer")
+        if reply.get("ok") is True:
+            return from_wire(reply.get("value"), device)
+        error = reply.get("error") or {}
+        kind = BUILTIN_ERRORS.get(str(error.get("type")), RuntimeError)
+        raise kind(str(error.get("message", "")))
+
+
+def proxy_function(ask: Asker, exercise: str, name: str) -> Any:
+    def proxy(*args: Any, **kwargs: Any) -> Any:
+        return ask(exercise, name, args, kwargs)
+
+    proxy.__name__ = proxy.__qualname__ = name
+    proxy.__doc__ = f"{exercise}.{name}, computed by the grader (the answer key's)."
+    return proxy
+
+
+def proxy_module_class(ask: Asker, exercise: str, name: str) -> Any:
+    """A torch module class whose construction and forward run in the grading process: it
+    holds the same ``nn.Linear`` layers and plain attributes as the key's module, and sends
+    them with the input (outputs come back without autograd history)."""
+    import torch
+    from torch import nn
+
+    class Proxy(nn.Module):
+        def __init__(self, *args: Any, **kwargs: Any):
+            super().__init__()
+            self.init = (args, kwargs)
+            built = ask(exercise, f"{name}.__init__", args, kwargs)
+            for child, spec in built["linears"].items():
+                setattr(self, child, nn.Linear(spec["in"], spec["out"], bias=spec["bias"]))
+            for attribute, value in built["attributes"].items():
+                setattr(self, attribute, value)
+
+        def forward(self, *args: Any, **kwargs: Any) -> Any:
+            state = {k: v.detach() for k, v in self.state_dict().items()}
+            with torch.no_grad():
+                return ask(exercise, f"{name}.forward",
+                           (self.init[0], self.init[1], state, *args), kwargs)
+
+    Proxy.__name__ = Proxy.__qualname__ = name
+    return Proxy
+
+
+def proxy_module(ask: Asker, package: str, exercise: str,
+                 exports: dict[str, str]) -> types.ModuleType:
+    """The module ``package.exercise`` as a file that imports it sees: ``exports`` maps each
+    name to ``"function"`` or ``"module"`` (a torch module class)."""
+    module = types.ModuleType(f"{package}.{exercise}")
     module.__package__ = package
-    for export in spec["exports"]:
-        setattr(module, export, namespace[export])
-    return module, code_objects(code)
+    for export, kind in exports.items():
+        make = proxy_module_class if kind == "module" else proxy_function
+        setattr(module, export, make(ask, exercise, export))
+    return module
 
 
+# -- one session --------------------------------------------------------------------------------
 class Session:
-    def __init__(self, config: dict[str, Any]):
+    def __init__(self, config: dict[str, Any], ask: Asker):
         self.folder = Path(config["folder"])
         self.exercise = config["exercise"]
         self.package = config["package"]
         self.module: Any = None
         self.functions: tuple[str, ...] = ()
-        self.siblings: dict[str, types.ModuleType] = {}
         self.ops: dict[str, Any] = {}
-        self.guard = Guard(None, self.folder)
+        self.ask = ask
 
     # -- requests ---------------------------------------------------------------------------
-    def load(self, functions: list[str], stand_ins: dict[str, dict[str, Any]],
-             ops: dict[str, str], framework: str = "torch",
-             rule: dict[str, Any] | None = None) -> dict[str, Any]:
+    def load(self, functions: list[str], siblings: dict[str, dict[str, str]],
+             ops: dict[str, str], framework: str = "torch") -> dict[str, Any]:
         self.functions = tuple(functions)
-        self.guard = Guard(rule, self.folder)
         root = package_module(self.folder, self.package)
-        self.siblings = {}
-        for name, spec in stand_ins.items():
+        for name, exports in siblings.items():
             if name != self.exercise:
-                module, codes = stand_in(name, self.package, spec)
-                self.siblings[name] = module
+                module = proxy_module(self.ask, self.package, name, exports)
                 sys.modules[module.__name__] = module
                 setattr(root, name, module)
                 sys.modules.setdefault(name, module)  # a bare `import softmax` gets the same
-                self.guard.kit_codes |= codes
         helpers = {"plain": plain, "BadReturn": BadReturn, "seed_cpu": seed_cpu,
-                   "linears": linears, "load_state": load_state, "sibling": self.sibling}
+                   "linears": linears, "load_state": load_state}
         prelude = PRELUDE + (TORCH_PRELUDE if framework == "torch" else "")
         for op, source in ops.items():
             namespace = dict(helpers)
-            code = compile(prelude + source, f"<operation {op}>", "exec")
-            self.guard.kit_codes |= code_objects(code)
-            exec(code, namespace)
+            exec(compile(prelude + source, f"<operation {op}>", "exec"), namespace)
             self.ops[op] = namespace[op]
-        if rule is not None and framework == "numpy" and all(
-                spec["kind"] == "key" for spec in stand_ins.values()):
-            forget_torch()
-        self.guard.install()
-        with self.guard.watching():
-            self.module = load_exercise(self.folder, self.exercise, root)
+        self.module = load_exercise(self.folder, self.exercise, root)
         return {"missing": [f for f in self.functions if not hasattr(self.module, f)]}
-
-    def sibling(self, name: str, module: types.ModuleType | None = None) -> types.ModuleType:
-        """Another exercise's module: its stand-in, or else the submission's own file."""
-        if name in self.siblings:
-            return self.siblings[name]
-        return importlib.import_module(f"{self.package}.{name}")
 
     def call(self, func: str, args: list, kwargs: dict) -> Any:
         if func not in self.functions:
             raise Fatal(f"no such function {func!r}")
-        with self.guard.watching():
-            return plain(getattr(self.module, func)(*args, **kwargs), f"what {func} returned")
+        return plain(getattr(self.module, func)(*args, **kwargs), f"what {func} returned")
 
     def operation(self, name: str, kwargs: dict[str, Any]) -> Any:
         if name not in self.ops:
             raise Fatal(f"unknown request {name!r}")
-        with self.guard.watching():
-            return self.ops[name](self.module, **kwargs)
+        return self.ops[name](self.module, **kwargs)
 
 
 def package_module(folder: Path, package: str) -> types.ModuleType:
@@ -305,8 +270,8 @@ def package_module(folder: Path, package: str) -> types.ModuleType:
 
     A submission folder may be called anything (``jane.doe@uni``) and may or may not hold an
     ``__init__.py``; that file is never executed, so one broken file cannot break another
-    exercise. A sibling import without a stand-in (``from .heads import split_heads`` in
-    ``mha.py``) loads the student's own file from the folder.
+    exercise. A sibling import without a proxy (``from .heads import split_heads`` in
+    ``mha.py``) loads the student's own file from the folder, where the grader left it.
     """
     root = types.ModuleType(package)
     root.__path__ = [str(folder)]  # type: ignore[attr-defined]
@@ -363,12 +328,13 @@ def _describe(error: BaseException, folder: Path, exercise: str) -> dict[str, An
 
 def serve(sock: socket.socket, config: dict[str, Any]) -> None:
     """Answer requests until told to exit or the grading process goes away. Every reply echoes
-    its request's ``id``."""
+    its request's ``id``; a proxy's question in between carries it too."""
     # A forked worker inherits the grading process's warning filters (pytest turns warnings
     # into errors). Clear them: a student's warning is printed to the worker's output, never
     # raised, whoever started the grading.
     warnings.resetwarnings()
-    session = Session(config)
+    ask = Asker(sock)
+    session = Session(config, ask)
     while True:
         try:
             request = protocol.recv(sock)
@@ -382,9 +348,12 @@ def serve(sock: socket.socket, config: dict[str, Any]) -> None:
         def reply(message: dict[str, Any], number: Any = number) -> None:
             protocol.send(sock, {**message, "id": number})
 
-        if op == "exit":
+        if op in ("exit", "hello"):
             reply({"ok": True, "value": None})
-            return
+            if op == "exit":
+                return
+            continue
+        ask.request = number
         try:
             if op == "load":
                 value = session.load(**kwargs)
@@ -396,8 +365,6 @@ def serve(sock: socket.socket, config: dict[str, Any]) -> None:
         except Fatal as error:
             reply({"fatal": str(error)})
             return
-        except Forbidden:
-            message = {}  # recorded by the guard: said below, whatever the code did with it
         except SystemExit as error:
             reply({"fatal": f"the code called sys.exit({error.code!r})"})
             return
@@ -410,9 +377,8 @@ def serve(sock: socket.socket, config: dict[str, Any]) -> None:
         except BaseException as error:  # the student's exception, reported as data
             message = {"ok": False,
                        "error": _describe(error, session.folder, session.exercise)}
-        if session.guard.violation is not None:
-            reply({"fatal": session.guard.violation})
-            return
+        finally:
+            ask.request = None
         try:
             reply(message)
         except protocol.ProtocolError as error:

@@ -3,9 +3,13 @@
 A worker must not be a fork of a process that holds the kit (its references are answers), so
 the grading process never forks workers itself. It starts this zygote once, as a fresh
 interpreter in isolated mode (``python -I``) that is sent the sources of the four sandbox
-modules (protocol, confine, worker and this one) and imports NumPy, torch and the modules in
-``PRELOAD``: nothing else of the kit, and the kit is not on its import path. Each grading
-process then connects to the zygote's socket and asks for workers.
+modules (protocol, confine, operators, worker and this one) and imports the modules in
+``PRELOAD``: nothing else of the kit, and the kit is not on its import path. There is one
+zygote per framework: the NumPy exercises' zygote never imports torch (nor scipy, jax or
+tensorflow), so no object of theirs is in a NumPy worker's memory; the torch exercises'
+zygote imports torch and blocks torch's attention operators at its dispatcher
+(``operators.block_attention``) before any worker is forked. Each grading process then
+connects to the zygote's socket and asks for workers.
 
 For each worker the zygote forks a *keeper*, which enters new namespaces (``confine``) and forks
 their *init* (PID 1: it builds the worker's view of the files, reaps, and when the worker ends,
@@ -30,7 +34,12 @@ import socket
 import sys
 from typing import Any
 
-from . import confine, protocol, worker
+from . import confine, operators, protocol, worker
+
+SOURCES = ("protocol", "confine", "operators", "worker", "zygote")
+# A torch worker that calls one of torch's attention operators ends with this exit code
+# (``operators.block_attention``); the grading process reports it as a broken rule.
+EXIT_FORBIDDEN = 86
 
 # Runs in a fresh `python -I -c BOOT SOCKET_PATH`: reads the sources of the sandbox modules as one
 # JSON object from stdin, loads them as the package `_sandbox` and calls `zygote.main`. Stdin
@@ -42,13 +51,13 @@ sources = json.loads(line)
 package = types.ModuleType("_sandbox")
 package.__path__ = []
 sys.modules["_sandbox"] = package
-for name in ("protocol", "confine", "worker", "zygote"):
+for name in ("protocol", "confine", "operators", "worker", "zygote"):
     module = types.ModuleType("_sandbox." + name)
     module.__package__ = "_sandbox"
     sys.modules[module.__name__] = module
     setattr(package, name, module)
     exec(compile(sources[name], "<sandbox " + name + ">", "exec"), module.__dict__)
-sys.modules["_sandbox.zygote"].main(sys.argv[1])
+sys.modules["_sandbox.zygote"].main(sys.argv[1], sys.argv[2])
 """
 
 
@@ -66,20 +75,24 @@ def forget_the_kit() -> None:
     sys.path_importer_cache.clear()
 
 
-def preload() -> None:
-    for name in confine.PRELOAD:
+def preload(framework: str) -> None:
+    for name in confine.PRELOAD[framework]:
         with contextlib.suppress(Exception):
             __import__(name)
+    if framework != "torch":
+        return
     import torch
 
     torch.set_num_threads(1)  # small tensors gain nothing from threads
     with contextlib.suppress(RuntimeError):
         torch.set_num_interop_threads(1)
+    # Before any worker exists: a worker's fd 2 is its captured output.
+    operators.block_attention(EXIT_FORBIDDEN, 2)
 
 
-def main(path: str) -> None:
+def main(path: str, framework: str) -> None:
     forget_the_kit()
-    preload()
+    preload(framework)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     listener.listen(64)
@@ -208,11 +221,20 @@ def init(config: dict[str, Any], options: dict[str, Any], mode: str, work_fd: in
     code = 0
     try:
         if not options["trusted"]:
-            confine.private_view(config["folder"], options["scratch"])
+            confine.private_view(config["folder"], options["scratch"], options.get("packages"))
+        wait, go = os.pipe()
         pid = os.fork()
         if pid == 0:
             os.close(tell)
+            os.close(go)
+            os.read(wait, 1)  # until its /proc entry is sealed
+            os.close(wait)
             run_worker(config, options, mode, work_fd, output_fd)
+        os.close(wait)
+        if not options["trusted"]:
+            confine.seal_proc(pid)
+        os.write(go, b"x")
+        os.close(go)
         os.close(work_fd)
         os.close(output_fd)
         while True:
@@ -246,7 +268,8 @@ def run_worker(config: dict[str, Any], options: dict[str, Any], mode: str, work_
         faulthandler.enable(file=sys.stderr)  # a crash's traceback goes to the capture
         user = options.get("user")
         as_root = os.geteuid() == 0 and mode != "user"
-        confine.restrict(confine.Limits(timeout=options["timeout"], memory=options["memory"]),
+        confine.restrict(confine.Limits(timeout=options["timeout"], memory=options["memory"],
+                                        processes=options["processes"]),
                          tuple(user) if user and as_root else None, config["folder"])
         worker.serve(socket.socket(fileno=work_fd), config)
     except BaseException:
