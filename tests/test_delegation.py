@@ -1,9 +1,9 @@
 """The source rule, an allow-list over every file of a submission: the modules an exercise may
 import, no underscore names but the file's own, no lookups by a string, no escape hatches of
 the allowed modules, no patching of another module, and no library attention in the attention
-exercises. Honest code passes unchanged: the answer key, the bug zoo and the attention code of
-nanoGPT, minGPT, the Annotated Transformer and a CS336 solution. A file that breaks the rule
-scores 0 and the report names the line."""
+exercises. Honest code passes unchanged: the answer key, the bug zoo, and code built the way
+nanoGPT, minGPT, the Annotated Transformer and a CS336 solution build their attention. A file
+that breaks the rule scores 0 and the report names the line."""
 
 from __future__ import annotations
 
@@ -68,8 +68,11 @@ def test_a_wrong_zoo_entry_keeps_the_rule_unless_it_uses_a_banned_library(entry)
         assert found is None
 
 
-# Short excerpts in the style of real public implementations (imports, module layout and the
-# calls they make), checked as the torch exercises' files.
+# The constructs of real public implementations, written here in the kit's own words: each
+# block uses what one of them uses (its imports, module layout, buffers, initialisation and
+# the calls its attention makes), checked as the torch exercises' files. The real files
+# (nanoGPT's and minGPT's model.py, the Annotated Transformer's attention, a CS336 assignment 1
+# solution) were read against the rule when it was written: their attention passes unchanged.
 NANOGPT = code('''
     import math
     from dataclasses import dataclass
@@ -78,53 +81,52 @@ NANOGPT = code('''
     import torch.nn as nn
     from torch.nn import functional as F
 
-    class LayerNorm(nn.Module):
-        def __init__(self, ndim, bias):
+    class Norm(nn.Module):
+        def __init__(self, width, bias):
             super().__init__()
-            self.weight = nn.Parameter(torch.ones(ndim))
-            self.bias = nn.Parameter(torch.zeros(ndim)) if bias else None
+            self.weight = nn.Parameter(torch.ones(width))
+            self.bias = nn.Parameter(torch.zeros(width)) if bias else None
 
         def forward(self, input):
             return F.layer_norm(input, self.weight.shape, self.weight, self.bias, 1e-5)
 
-    class CausalSelfAttention(nn.Module):
-        def __init__(self, config):
+    class SelfAttention(nn.Module):
+        def __init__(self, cfg):
             super().__init__()
-            assert config.n_embd % config.n_head == 0
-            self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)
-            self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
-            self.attn_dropout = nn.Dropout(config.dropout)
-            self.n_head, self.n_embd = config.n_head, config.n_embd
-            self.flash = hasattr(torch.nn.functional, 'scaled_dot_product_attention')
-            if not self.flash:
-                print("WARNING: using slow attention.")
-            self.register_buffer("bias", torch.tril(torch.ones(config.block_size,
-                                 config.block_size)).view(1, 1, config.block_size,
-                                 config.block_size))
+            assert cfg.width % cfg.heads == 0
+            self.qkv = nn.Linear(cfg.width, 3 * cfg.width, bias=cfg.bias)
+            self.out = nn.Linear(cfg.width, cfg.width, bias=cfg.bias)
+            self.drop = nn.Dropout(cfg.dropout)
+            self.heads, self.width = cfg.heads, cfg.width
+            self.fused = hasattr(torch.nn.functional, 'scaled_dot_product_attention')
+            if not self.fused:
+                print("no fused attention here")
+            self.register_buffer("causal", torch.tril(torch.ones(cfg.context, cfg.context))
+                                 .view(1, 1, cfg.context, cfg.context))
 
         def forward(self, x):
             B, T, C = x.size()
-            q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
-            k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) # (B, nh, T, hs)
-            q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-            v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+            q, k, v = self.qkv(x).split(self.width, dim=2)
+            q = q.view(B, T, self.heads, C // self.heads).transpose(1, 2)  # (B, H, T, D)
+            k = k.view(B, T, self.heads, C // self.heads).transpose(1, 2)
+            v = v.view(B, T, self.heads, C // self.heads).transpose(1, 2)
             att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
-            att = att.masked_fill(self.bias[:,:,:T,:T] == 0, float('-inf'))
-            att = self.attn_dropout(F.softmax(att, dim=-1))
+            att = att.masked_fill(self.causal[:,:,:T,:T] == 0, float('-inf'))
+            att = self.drop(F.softmax(att, dim=-1))
             y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
-            return self.c_proj(y)
+            return self.out(y)
 
     @dataclass
-    class GPTConfig:
-        block_size: int = 1024
-        n_head: int = 12
-        n_embd: int = 768
+    class Config:
+        context: int = 256
+        heads: int = 4
+        width: int = 64
         dropout: float = 0.0
-        bias: bool = True
+        bias: bool = False
 ''')
 NANOGPT_FLASH = NANOGPT.replace(
     "        att = (q @ k.transpose(-2, -1))",
-    "        if self.flash:\n"
+    "        if self.fused:\n"
     "            y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)\n"
     "        att = (q @ k.transpose(-2, -1))")
 MINGPT = code('''
@@ -136,33 +138,36 @@ MINGPT = code('''
 
     from mingpt.utils import CfgNode as CN
 
-    class NewGELU(nn.Module):
+    class TanhGELU(nn.Module):
         def forward(self, x):
-            return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi)
-                                               * (x + 0.044715 * torch.pow(x, 3.0))))
+            inner = math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))
+            return 0.5 * x * (1.0 + torch.tanh(inner))
 
-    class GPT(nn.Module):
+    class Model(nn.Module):
         @staticmethod
-        def get_default_config():
-            C = CN()
-            C.n_head = None
-            return C
+        def defaults():
+            cfg = CN()
+            cfg.layers = 2
+            return cfg
 
-        def __init__(self, config):
+        def __init__(self, cfg):
             super().__init__()
-            self.transformer = nn.ModuleDict(dict(
-                h = nn.ModuleList([nn.Linear(4, 4) for _ in range(config.n_layer)]),
+            self.body = nn.ModuleDict(dict(
+                blocks = nn.ModuleList([nn.Linear(8, 8) for _ in range(cfg.layers)]),
             ))
-            self.apply(self._init_weights)
-            for pn, p in self.named_parameters():
-                if pn.endswith('c_proj.weight'):
-                    torch.nn.init.normal_(p, mean=0.0, std=0.02/math.sqrt(2 * config.n_layer))
+            self.apply(self._reset)
+            for name, param in self.named_parameters():
+                if name.endswith('.weight'):
+                    torch.nn.init.normal_(param, mean=0.0, std=0.02 / math.sqrt(2 * cfg.layers))
 
-        def _init_weights(self, module):
+        def _reset(self, module):
             if isinstance(module, nn.Linear):
                 torch.nn.init.normal_(module.weight, mean=0.0, std=0.02)
                 if module.bias is not None:
                     torch.nn.init.zeros_(module.bias)
+
+        def forward(self, x):
+            return F.gelu(self.body.blocks[0](x))
 ''')
 ANNOTATED = code('''
     import copy
@@ -171,52 +176,45 @@ ANNOTATED = code('''
     import torch
     import torch.nn as nn
 
-    def clones(module, N):
-        "Produce N identical layers."
-        return nn.ModuleList([copy.deepcopy(module) for _ in range(N)])
+    def copies(layer, n):
+        return nn.ModuleList([copy.deepcopy(layer) for _ in range(n)])
 
-    def subsequent_mask(size):
-        attn_shape = (1, size, size)
-        subsequent_mask = torch.triu(torch.ones(attn_shape), diagonal=1).type(torch.uint8)
-        return subsequent_mask == 0
+    def no_peeking(size):
+        upper = torch.triu(torch.ones((1, size, size)), diagonal=1).type(torch.uint8)
+        return upper == 0
 
-    def attention(query, key, value, mask=None, dropout=None):
-        d_k = query.size(-1)
-        scores = torch.matmul(query, key.transpose(-2, -1)) / math.sqrt(d_k)
+    def attend(query, key, value, mask=None, dropout=None):
+        width = query.size(-1)
+        scores = torch.matmul(query, key.transpose(-2, -1)) / math.sqrt(width)
         if mask is not None:
             scores = scores.masked_fill(mask == 0, -1e9)
-        p_attn = scores.softmax(dim=-1)
+        weights = scores.softmax(dim=-1)
         if dropout is not None:
-            p_attn = dropout(p_attn)
-        return torch.matmul(p_attn, value), p_attn
+            weights = dropout(weights)
+        return torch.matmul(weights, value), weights
 
-    class MultiHeadedAttention(nn.Module):
+    class Heads(nn.Module):
         def __init__(self, h, d_model, dropout=0.1):
-            super(MultiHeadedAttention, self).__init__()
+            super(Heads, self).__init__()
             assert d_model % h == 0
-            self.d_k = d_model // h
+            self.width = d_model // h
             self.h = h
-            self.linears = clones(nn.Linear(d_model, d_model), 4)
-            self.attn = None
+            self.projections = copies(nn.Linear(d_model, d_model), 4)
+            self.weights = None
             self.dropout = nn.Dropout(p=dropout)
 
         def forward(self, query, key, value, mask=None):
             if mask is not None:
                 mask = mask.unsqueeze(1)
-            nbatches = query.size(0)
-            # 1) Do all the linear projections in batch from d_model => h x d_k
+            batch = query.size(0)
             query, key, value = [
-                lin(x).view(nbatches, -1, self.h, self.d_k).transpose(1, 2)
-                for lin, x in zip(self.linears, (query, key, value))
+                layer(x).view(batch, -1, self.h, self.width).transpose(1, 2)
+                for layer, x in zip(self.projections, (query, key, value))
             ]
-            # 2) Apply attention on all the projected vectors in batch.
-            x, self.attn = attention(query, key, value, mask=mask, dropout=self.dropout)
-            # 3) "Concat" using a view and apply a final linear.
-            x = x.transpose(1, 2).contiguous().view(nbatches, -1, self.h * self.d_k)
-            del query
-            del key
-            del value
-            return self.linears[-1](x)
+            x, self.weights = attend(query, key, value, mask=mask, dropout=self.dropout)
+            x = x.transpose(1, 2).contiguous().view(batch, -1, self.h * self.width)
+            del query, key, value
+            return self.projections[-1](x)
 ''')
 CS336 = code('''
     import math
@@ -225,29 +223,28 @@ CS336 = code('''
     from .linear import Linear
 
 
-    def scaled_dot_product_attention(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor,
-                                     mask: torch.Tensor | None = None) -> torch.Tensor:
-        d_k = Q.shape[-1]
-        scores = torch.einsum("... q d, ... k d -> ... q k", Q, K) / math.sqrt(d_k)
+    def attention(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor,
+                  mask: torch.Tensor | None = None) -> torch.Tensor:
+        scores = torch.einsum("... q d, ... k d -> ... q k", Q, K) / math.sqrt(Q.shape[-1])
         if mask is not None:
             scores = scores.masked_fill(~mask, float("-inf"))
-        probs = softmax(scores, dim=-1)
-        return torch.einsum("... q k, ... k d -> ... q d", probs, V)
+        return torch.einsum("... q k, ... k d -> ... q d", softmax(scores, dim=-1), V)
 
 
-    class MultiheadSelfAttention(torch.nn.Module):
-        def __init__(self, d_model: int, num_heads: int, device=None, dtype=None):
+    class SelfAttention(torch.nn.Module):
+        def __init__(self, d_model: int, heads: int, device=None, dtype=None):
             super().__init__()
-            self.num_heads = num_heads
-            self.q_proj = Linear(d_model, d_model, device, dtype)
-            self.o_proj = Linear(d_model, d_model, device, dtype)
+            self.heads = heads
+            self.qkv = Linear(d_model, 3 * d_model, device, dtype)
+            self.out = Linear(d_model, d_model, device, dtype)
 
         def forward(self, x):
-            seq_len = x.shape[-2]
-            mask = torch.tril(torch.ones(seq_len, seq_len, device=x.device, dtype=torch.bool))
-            q = self.q_proj(x).unflatten(-1, (self.num_heads, -1)).transpose(-3, -2)
-            o = scaled_dot_product_attention(q, q, q, mask)
-            return self.o_proj(o.transpose(-3, -2).flatten(-2))
+            t = x.shape[-2]
+            keep = torch.tril(torch.ones(t, t, device=x.device, dtype=torch.bool))
+            q, k, v = self.qkv(x).chunk(3, dim=-1)
+            q, k, v = (p.unflatten(-1, (self.heads, -1)).transpose(-3, -2) for p in (q, k, v))
+            o = attention(q, k, v, keep)
+            return self.out(o.transpose(-3, -2).flatten(-2))
 ''')
 
 
@@ -262,7 +259,7 @@ def test_real_public_attention_code_keeps_the_rule(source, helpers):
 def test_nanogpts_flash_branch_is_the_attack_and_its_hasattr_probe_is_not():
     """nanoGPT probes for ``F.scaled_dot_product_attention`` by a string (a bool, harmless)
     and, in its flash branch, calls it: that call is what the rule is for."""
-    line = NANOGPT_FLASH.splitlines().index("        if self.flash:") + 2
+    line = NANOGPT_FLASH.splitlines().index("        if self.fused:") + 2
     assert violations(NANOGPT_FLASH, ATTENTION_RULE, own(ATTENTION_RULE)) == [
         f"torch.nn.functional.scaled_dot_product_attention (line {line})"]
 
