@@ -176,8 +176,8 @@ class Exercise:
         # use torch, scipy, jax or tensorflow unless they declare otherwise.
         self.rule = rule if rule is not None else NUMPY_RULE if framework == "numpy" else Rule()
         # The other exercises its file may import (``from .softmax import softmax``): while it
-        # is graded those come from the answer key, so one mistake costs one exercise. Any
-        # other sibling import gets the student's own file.
+        # is graded those are proxies that the answer key answers outside the worker, so one
+        # mistake costs one exercise. Any other sibling import gets the student's own file.
         self.uses = tuple(uses)
         self.checks: list[Check] = []
         self.misconceptions: dict[str, Misconception] = {}

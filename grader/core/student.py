@@ -49,7 +49,7 @@ class Student:
 
     def siblings(self) -> dict[str, dict[str, str]]:
         """The exercises the file may import (``uses``, and what they use), each as the names
-        its proxy exports: ``"function"`` or ``"module"`` (a torch module class). None for the
+        its proxy exports: ``"function"`` or ``"module"`` (a torch module class). Empty for the
         answer key itself (its folder holds its own)."""
         if self._trusted:
             return {}
