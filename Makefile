@@ -6,6 +6,7 @@ SUBMISSION ?= exercises
 COURSE ?= build/nbgrader
 ASSIGNMENT ?= attention
 JOBS ?=
+AGAINST ?=
 COURSE_FILE ?=
 COURSE_FLAG := $(if $(COURSE_FILE),--course $(COURSE_FILE))
 CORE := $(VENV)/.installed-core
@@ -45,9 +46,10 @@ test: $(DEV)
 
 ## bench: grading time as a ratio to `python -c "import torch"`, measured in the same run;
 ##        a class of 200 as notebooks (isolated autograde against plain `nbgrader autograde`
-##        on the same notebooks); then the class of 200 as files (batch)
+##        on the same notebooks); then the class of 200 as files (batch). AGAINST=DIR (another
+##        checkout of the kit) measures its key ratios and its class in the same run
 bench: $(DEV)
-	$(PY) -m grader bench
+	$(PY) -m grader bench $(if $(AGAINST),--against $(AGAINST))
 
 ## zoo: grade the bug zoo (tests/zoo) and print the entry x exercise matrix
 zoo: $(CORE)

@@ -239,7 +239,7 @@ def grade_exercise(
                     result.checks.append(
                         run_check(check, ctx, course, points[check.name], secret))
                 if not all(c.passed for c in result.checks):
-                    found = diagnose(exercise, student)
+                    found = diagnose(exercise, student)  # probes are visible calls
             finally:
                 result.output = sandbox.output()
         if hidden:
@@ -250,6 +250,8 @@ def grade_exercise(
                     for check in hidden:
                         result.checks.append(
                             run_check(check, ctx, course, points[check.name], secret))
+                    if not found and not all(c.passed for c in result.checks):
+                        found = diagnose(exercise, student)  # only a hidden check failed
                 except (_LoadFailed, WorkerLost):
                     raise WorkerLost(HIDDEN_LOST) from None
                 finally:

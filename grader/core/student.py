@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import importlib
+import os
 import sys
 import types
 from pathlib import Path
@@ -44,7 +45,6 @@ class Student:
         self._exercise = exercise
         self._trusted = trusted  # the answer key itself: its own files, no rule
         self._key_folder = key_folder  # what answers the proxies, when there is one
-        self._answerers: dict[str, Student] = {}  # trusted workers running the key, by exercise
         sandbox.answer = self._answer
 
     def siblings(self) -> dict[str, dict[str, str]]:
@@ -87,7 +87,7 @@ class Student:
         """Answer a proxy's call: the key's function (or the reference) on the arrays the
         worker sent. The answer is plain data; an error is a type and a message (never a
         traceback, whose lines would quote the key). With an answer key it runs in a trusted
-        worker of its own, under the student's limits, so no question can make the grading
+        worker (``answerer``), under the student's limits, so no question can make the grading
         process itself compute without bound; without one (a student's copy of the kit) the
         kit's reference runs here."""
         name, function = question.get("ask"), question.get("function")
@@ -120,23 +120,13 @@ class Student:
 
     def _ask_key(self, name: str, export: str, method: str, args: list, kwargs: dict) -> Any:
         """``name.export`` (or a method of it) computed by the key, in the trusted worker that
-        answers for ``name`` (started on first use, again after it was lost)."""
-        answerer = self._answerers.get(name)
-        if answerer is None or answerer._sandbox.closed:
-            exercise = self._known()[name]
-            sandbox = Sandbox(Path(self._key_folder), name, limits=self._sandbox.limits,
-                              trusted=True, framework=exercise.framework)
-            self._sandbox.companions.append(sandbox)
-            answerer = self._answerers[name] = Student(sandbox, exercise, trusted=True)
-            reply = sandbox.request("load", functions=list(exercise.functions), siblings={},
-                                    ops={"module_call": definition_source(module_call)},
-                                    framework=exercise.framework)
-            if reply.get("missing"):
-                raise WorkerLost(f"the answer key does not define {reply['missing']}")
+        answers for ``name`` in this grading process (``answerer``)."""
+        sandbox = answerer(Path(self._key_folder), self._known()[name], self._sandbox.limits)
+        sandbox.used = 0.0  # each question gets the time limit; the student's clock runs too
         if method:
-            return answerer._sandbox.request("module_call", name=export, method=method,
-                                             args=args, kwargs=kwargs)
-        return answerer._sandbox.request("call", func=export, args=args, kwargs=kwargs)
+            return sandbox.request("module_call", name=export, method=method, args=args,
+                                   kwargs=kwargs)
+        return sandbox.request("call", func=export, args=args, kwargs=kwargs)
 
     def load(self) -> dict[str, Any]:
         """Load the exercise's file in the worker, with its proxies and operations."""
@@ -195,6 +185,28 @@ class Student:
             raise AttributeError(name)
         call.__name__ = name
         return call
+
+
+# The trusted workers that run the answer key for the proxies, by grading process, key,
+# exercise and limits: one serves every submission a grading process grades, and one that was
+# lost (a question too big for its limits) is started again on the next question.
+_ANSWERERS: dict[tuple, Sandbox] = {}
+
+
+def answerer(key_folder: Path, exercise: Exercise, limits: Any) -> Sandbox:
+    """The trusted worker with the key's ``exercise`` loaded (and ``module_call``)."""
+    index = (os.getpid(), str(key_folder), exercise.name, limits)
+    sandbox = _ANSWERERS.get(index)
+    if sandbox is None or sandbox.closed:
+        sandbox = _ANSWERERS[index] = Sandbox(key_folder, exercise.name, limits=limits,
+                                              trusted=True, framework=exercise.framework)
+        reply = sandbox.request("load", functions=list(exercise.functions), siblings={},
+                                ops={"module_call": definition_source(module_call)},
+                                framework=exercise.framework)
+        if reply.get("missing"):
+            sandbox.kill()
+            raise WorkerLost(f"the answer key does not define {reply['missing']}")
+    return sandbox
 
 
 def _kind(implementation: Any) -> str:

@@ -140,8 +140,9 @@ def _cpu() -> float:
         return usage.ru_utime + usage.ru_stime
 
 
-def class_scale(size: int = 200, jobs: int = 2) -> dict[str, float]:
-    """Grade a generated class with ``batch``; print and return the figures.
+def class_scale(size: int = 200, jobs: int = 2, kit: Path = ROOT) -> dict[str, float]:
+    """Grade a generated class with ``batch`` (the grader of the checkout ``kit``); print and
+    return the figures.
 
     CPU seconds (the machine's, ``_cpu``) are reported beside wall time: on a machine whose
     cores sit idle while a worker hangs they are the figure that says what grading costs.
@@ -149,7 +150,7 @@ def class_scale(size: int = 200, jobs: int = 2) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="attention-kit-bench-") as tmp:
         one = core_submission(Path(tmp) / "one")
         cpu0 = _cpu()
-        single = seconds([sys.executable, "-m", "grader", "grade", str(one)], repeats=1)
+        single = seconds([sys.executable, "-m", "grader", "grade", str(one)], repeats=1, cwd=kit)
         single_cpu = _cpu() - cpu0
         folder = Path(tmp) / "class"
         folder.mkdir()
@@ -158,7 +159,7 @@ def class_scale(size: int = 200, jobs: int = 2) -> dict[str, float]:
                    str(Path(tmp) / "grades.csv"), "--json-dir", str(Path(tmp) / "json"),
                    "--jobs", str(jobs)]
         start = time.perf_counter()
-        process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL)
+        process = subprocess.Popen(command, cwd=kit, stdout=subprocess.DEVNULL)
         peak = [0]
 
         def sample() -> None:
@@ -324,5 +325,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.notebooks:
         notebook_class(args.notebooks, args.jobs, min(args.plain_notebooks, args.notebooks))
     if args.class_size:
-        class_scale(args.class_size, args.jobs)
+        figures = class_scale(args.class_size, args.jobs)
+        if args.against is not None:
+            print(f"the same class, graded by {args.against}:")
+            other = class_scale(args.class_size, args.jobs, kit=args.against)
+            cpu = figures["cpu_per_submission"] / other["cpu_per_submission"]
+            print(f"this kit against it:    wall {figures['wall'] / other['wall']:.2f}x, "
+                  f"CPU per submission {cpu:.2f}x (measured in this run)")
     return 0

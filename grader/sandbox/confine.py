@@ -65,17 +65,33 @@ PACKAGES = {"numpy": ("numpy",), "torch": None}
 SITE_NAMES = ("site-packages", "dist-packages")
 
 
+SITE_PATTERNS = ("lib/python3*/site-packages", "lib/python3*/dist-packages",
+                 "lib/python3/dist-packages", "local/lib/python3*/dist-packages",
+                 "local/lib/python3*/site-packages", "lib64/python3*/site-packages")
+
+
 def site_folders(paths: list[str]) -> list[str]:
-    """The site-packages and dist-packages folders in or under ``paths`` (three levels at
-    most: ``lib/python3.11/site-packages``, ``local/lib/python3/dist-packages``)."""
+    """The site-packages and dist-packages folders in or under ``paths`` (where an interpreter
+    or a prefix keeps them: ``lib/python3.11/site-packages``, ``local/lib/python3/...``)."""
     found = set()
     for path in paths:
         if os.path.basename(path) in SITE_NAMES:
             found.add(path)
-        for depth in ("*", "*/*", "*/*/*"):
-            for name in SITE_NAMES:
-                found.update(glob.glob(os.path.join(path, depth, name)))
+        for pattern in SITE_PATTERNS:
+            found.update(glob.glob(os.path.join(path, pattern)))
     return sorted(p for p in found if os.path.isdir(p) and not os.path.islink(p))
+
+
+_PACKAGED: dict[tuple[str, ...], dict[str, list[str]]] = {}
+
+
+def packaged(packages: tuple[str, ...]) -> dict[str, list[str]]:
+    """Each site folder a worker's root shows, with the entries of it that make up
+    ``packages``. Read once (the zygote reads it before it forks: ``zygote.preload``)."""
+    if packages not in _PACKAGED:
+        _PACKAGED[packages] = {site: kept_entries(site, packages)
+                               for site in site_folders(_folders_to_show())}
+    return _PACKAGED[packages]
 
 
 def kept_entries(site: str, packages: tuple[str, ...]) -> list[str]:
@@ -269,9 +285,8 @@ def private_view(folder: str, scratch: int, packages: list[str] | None = None) -
     # environment may live under /tmp) and the submission are bound from these handles.
     shown = {path: os.open(path, os.O_PATH | os.O_DIRECTORY) for path in _folders_to_show()}
     sites = {} if packages is None else {
-        site: {item: os.open(os.path.join(site, item), os.O_PATH)
-               for item in kept_entries(site, tuple(packages))}
-        for site in site_folders(list(shown))}
+        site: {item: os.open(os.path.join(site, item), os.O_PATH) for item in items}
+        for site, items in packaged(tuple(packages)).items()}
     submission = os.open(folder, os.O_PATH | os.O_DIRECTORY)
     _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=700,size=1m")  # ours alone
     root = Path("/tmp/root")

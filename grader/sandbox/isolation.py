@@ -246,7 +246,6 @@ class Sandbox:
         # Answers a proxy's question (another exercise's function) during a request: a
         # function of the question that returns {"ok": True, "value"} or {"ok": False, "error"}.
         self.answer = answer
-        self.companions: list[Sandbox] = []  # workers that answer for this one: closed with it
         self.used = 0.0  # seconds spent waiting for the worker: the student's time
         self.closed = False
         self.pid: int | None = None
@@ -431,10 +430,6 @@ class Sandbox:
             self._uid_lock = None
 
     def close(self) -> None:
-        for companion in self.companions:
-            companion.close()
-            companion._output.close()
-        self.companions.clear()
         if not self.closed:
             with contextlib.suppress(Exception):
                 self._sock.settimeout(2.0)

@@ -79,6 +79,8 @@ def preload(framework: str) -> None:
     for name in confine.PRELOAD[framework]:
         with contextlib.suppress(Exception):
             __import__(name)
+    if confine.PACKAGES[framework] is not None:  # once, not in every worker's init
+        confine.packaged(tuple(confine.PACKAGES[framework]))
     if framework != "torch":
         return
     import torch
