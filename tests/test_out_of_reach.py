@@ -205,14 +205,16 @@ def test_batch_gives_every_attack_nothing_and_prints_no_key(class_of_attackers):
     assert_no_key_text(everything)
 
 
-def test_gradescope_gives_torch_back_nothing(tmp_path):
+@pytest.mark.parametrize("attack", ["torch-back", "read-the-key"])
+def test_gradescope_gives_the_attack_nothing_and_prints_no_key(tmp_path, attack):
     root = tmp_path / "autograder"
-    shutil.copytree(ATTACKS / "torch-back", root / "submission")
+    shutil.copytree(ATTACKS / attack, root / "submission")
     shutil.copytree(SOLUTIONS, root / "source" / "solutions")
     shutil.copyfile(KIT / "course.toml", root / "source" / "course.toml")
     run = subprocess.run([sys.executable, "-m", "grader", "gradescope", "run", "--root",
                           str(root)], cwd=tmp_path, capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stderr
     results = json.loads((root / "results" / "results.json").read_text())
-    assert results["score"] == 0
+    scores = {**results["extra_data"]["exercises"], **results["extra_data"]["bonus"]}
+    assert all(scores[name]["score"] == 0 for name in TARGETS[attack]), scores
     assert_no_key_text(json.dumps(results))

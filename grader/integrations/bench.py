@@ -189,15 +189,16 @@ def class_scale(size: int = 200, jobs: int = 2, kit: Path = ROOT) -> dict[str, f
     print(f"class of {size} ({kinds['correct']} correct, {kinds['wrong']} wrong, "
           f"{kinds['hostile']} hostile; the six core files each), --jobs {jobs}: "
           f"{graded} graded")
-    print(f"batch wall time:        {wall:6.1f} s (target < 300 s for 200 on 2 cores; "
-          f"{BEFORE['class_wall']:.0f} s before)")
+    before = f"; {BEFORE['class_wall']:.0f} s before" if kit == ROOT else ""
+    print(f"batch wall time:        {wall:6.1f} s (target < 300 s for 200 on 2 cores{before})")
     print(f"submissions per minute: {figures['per_minute']:6.1f}")
     print(f"peak memory (PSS):      {figures['peak_mib']:6.0f} MiB")
     print(f"one `grader grade`:     {single:6.2f} s")
     print(f"per submission:         {per_submission:6.2f} s of one core "
           f"({figures['ratio']:.2f}x one `grader grade`)")
     print(f"CPU per submission:     {cpu / size:6.2f} s, against {single_cpu:.2f} s for one "
-          f"`grader grade` ({figures['cpu_ratio']:.2f}x; {BEFORE['class_cpu']:.2f} s before)")
+          f"`grader grade` ({figures['cpu_ratio']:.2f}x"
+          + (f"; {BEFORE['class_cpu']:.2f} s before)" if kit == ROOT else ")"))
     print(f"projected for 200 on {jobs} idle cores: {200 * cpu / size / jobs:6.0f} s")
     print(f"class report:           {report:6.2f} s, {100 * report / wall:.1f}% of the batch "
           "time (target < 5%; `grader report` from its --json-dir, a fresh process)")
