@@ -566,13 +566,6 @@ def test_source_that_does_not_parse_is_left_to_the_worker():
     assert violations("def f(:\n", NUMPY_RULE) == [] and verdict("def f(:\n", NUMPY_RULE) is None
 
 
-def test_the_rule_travels_as_plain_data():
-    config = GQA_RULE.as_config()
-    assert config["siblings"] == ["mha"] and "torch" in config["imports"]
-    assert Rule(**{k: tuple(v) if isinstance(v, list) else v
-                   for k, v in config.items()}) == GQA_RULE
-
-
 # -- through the grader: the exercise scores 0 and the report names the line --------------------
 def grade(tmp_path, files, exercise):
     result = engine.grade_submission(make_submission(tmp_path / "student", files),

@@ -27,7 +27,6 @@ import ast
 import re
 import sys
 from dataclasses import dataclass, field
-from typing import Any
 
 SCIENTIFIC = ("torch", "scipy", "jax", "jaxlib", "tensorflow")
 # torch's attention, and the layers and kernels built on it (nn.TransformerEncoderLayer holds
@@ -116,10 +115,6 @@ class Rule:
     siblings: tuple[str, ...] = ()  # other exercises it may not import
     why: str = ""  # the sentence the report gives for ``modules`` and ``calls``
     imports: tuple[str, ...] = TORCH_IMPORTS  # the modules it may import (submodules too)
-
-    def as_config(self) -> dict[str, Any]:
-        return {"modules": list(self.modules), "calls": list(self.calls),
-                "siblings": list(self.siblings), "why": self.why, "imports": list(self.imports)}
 
     @property
     def imports_why(self) -> str:
