@@ -271,6 +271,12 @@ def attacker(release: dict) -> dict:
         "mha": "%%exercise mha\n" + (ATTACKS / "mha-by-library" / "mha.py").read_text()})
 
 
+def surrogate(release: dict, key: dict[str, str]) -> dict:
+    """The key's answers, but a comment in the softmax cell holds a lone surrogate: valid in a
+    notebook's JSON (as ``\\ud800``), never in a UTF-8 file."""
+    return with_answers(release, {**key, "softmax": key["softmax"] + "\n# \ud800\n"})
+
+
 def mangled(release: dict, key: dict[str, str]) -> dict:
     """The softmax answer cell deleted; kv_cache's answered twice, the stub first."""
     nb = with_answers(release, {"kv_cache": key["kv_cache"]})
@@ -311,6 +317,7 @@ def isolated_course(base: Path, template: Path) -> tuple[Path, str]:
     submit(root, "mangled", mangled(release, key))
     submit(root, "bare", {"cells": [cells(with_answers(release, key))["kv_cache"]]})
     submit(root, "attacker", attacker(release))
+    submit(root, "surrogate", surrogate(release, key))
     submit(root, "missing", None)
     submit(root, "not_json", '{"cells": [')
     # Past the source rule, which would refuse the hostile and attacking cells before they ran:

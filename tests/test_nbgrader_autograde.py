@@ -98,7 +98,19 @@ def test_every_student_gets_a_status(isolated_course: tuple[Path, str]) -> None:
     assert statuses["missing"] == "missing notebook"
     assert statuses["not_json"] == "not a notebook (invalid JSON)"
     assert "bystander" not in statuses
-    assert "6 of 8 notebooks graded" in isolated_course[1]
+    assert statuses["surrogate"] == "graded"
+    assert "7 of 9 notebooks graded" in isolated_course[1]
+
+
+def test_a_lone_surrogate_costs_its_exercise_alone(isolated: Path) -> None:
+    """Issue 19, case 1: a lone surrogate in one answer cell once stopped the whole class's
+    autograde (a traceback, nobody recorded). Now it costs the cell's exercise."""
+    cells, key = tools.gradebook(isolated, "surrogate"), tools.gradebook(isolated, "key")
+    softmax = {"softmax_tests", "softmax_hidden_tests"}
+    assert {name: cells[name] for name in softmax} == dict.fromkeys(softmax, 0)
+    assert {n: s for n, s in cells.items() if n not in softmax} == {
+        n: s for n, s in key.items() if n not in softmax}
+    assert "could not be imported" in _test_cell_text(isolated, "surrogate")["softmax_tests"]
 
 
 def test_deleted_answer_cell_scores_zero_and_says_why(isolated: Path) -> None:

@@ -14,12 +14,14 @@ import os
 import shutil
 import stat
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 from hypothesis.errors import Flaky
 
+from ..sandbox import cgroups
 from ..sandbox.isolation import (
     OUTPUT_CAP,
     TRUNCATED,
@@ -43,6 +45,9 @@ with contextlib.suppress(RuntimeError):
 
 DEFAULT_KEY = KIT_ROOT / "solutions"
 MAX_SUBMISSION_BYTES = 20 << 20
+MAX_ENTRIES = 2000  # files and folders a submission may hold (hidden ones aside)
+MAX_DEPTH = 16  # folders deep
+MAX_PATH = 1000  # characters of a path inside the submission
 
 
 class BadSubmission(Exception):
@@ -93,6 +98,9 @@ class SubmissionResult:
     results: dict[str, ExerciseResult]  # every graded exercise, in the course's order
     key_present: bool
     hidden_points_skipped: float = 0
+    # The kernel's limits this machine could not give the workers (no cgroups): for the
+    # instructor's report, empty where every limit held.
+    limits_missing: list[str] = field(default_factory=list)
 
     @property
     def exercises(self) -> dict[str, ExerciseResult]:
@@ -385,26 +393,53 @@ def _zero_result(result: CheckResult, reason: str) -> CheckResult:
 
 
 # -- a submission -----------------------------------------------------------------------------
-def copy_submission(source: Path, target: Path) -> None:
-    """Copy the submission's files where an unprivileged worker can read them."""
-    total = 0
-    for item in sorted(source.rglob("*")):
-        relative = item.relative_to(source)
-        if any(part.startswith(".") or part == "__pycache__" for part in relative.parts):
-            continue
-        if item.is_symlink():
-            continue
-        destination = target / relative
-        if item.is_dir():
-            destination.mkdir(parents=True, exist_ok=True)
-        elif item.is_file():
-            total += item.stat().st_size
-            if total > MAX_SUBMISSION_BYTES:
-                raise BadSubmission(f"{source} holds more than {MAX_SUBMISSION_BYTES >> 20} MiB")
-            destination.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(item, destination)
-    for path in [target, *target.rglob("*")]:
-        os.chmod(path, 0o755 if path.is_dir() else 0o644)
+def copy_submission(source: Path, target: Path, *, seconds: float = 60.0) -> None:
+    """Copy the submission's files where an unprivileged worker can read them: what a worker
+    may see (hidden names, caches and links left out, and their folders never entered), within
+    ``MAX_SUBMISSION_BYTES``, ``MAX_ENTRIES`` names, ``MAX_DEPTH`` folders deep, ``MAX_PATH``
+    characters a path and ``seconds`` of copying. BadSubmission says which bound it broke."""
+    deadline = time.monotonic() + seconds
+    total, entries = 0, 0
+    todo: list[tuple[Path, Path, int]] = [(source, target, 0)]
+    while todo:
+        folder, into, depth = todo.pop()
+        try:
+            with os.scandir(folder) as found:
+                items = sorted(found, key=lambda e: e.name)
+        except OSError as error:
+            raise BadSubmission(f"cannot read {folder.relative_to(source)}/ in the submission "
+                                f"({error.strerror})") from None
+        for item in items:
+            if item.name.startswith(".") or item.name == "__pycache__":
+                continue
+            entries += 1
+            relative = Path(item.path).relative_to(source)
+            if entries > MAX_ENTRIES:
+                raise BadSubmission(f"the submission holds more than {MAX_ENTRIES} files and "
+                                    "folders (hidden ones aside)")
+            if len(str(relative)) > MAX_PATH:
+                raise BadSubmission(f"a path in the submission is longer than {MAX_PATH} "
+                                    "characters")
+            if time.monotonic() > deadline:
+                raise BadSubmission(f"copying the submission took more than {seconds:g} s")
+            if item.is_symlink():
+                continue
+            destination = into / item.name
+            if item.is_dir():
+                if depth + 1 > MAX_DEPTH:
+                    raise BadSubmission(f"the submission's folders are more than {MAX_DEPTH} "
+                                        "deep")
+                destination.mkdir()
+                os.chmod(destination, 0o755)
+                todo.append((Path(item.path), destination, depth + 1))
+            elif item.is_file():
+                total += item.stat().st_size
+                if total > MAX_SUBMISSION_BYTES:
+                    raise BadSubmission(f"{source} holds more than "
+                                        f"{MAX_SUBMISSION_BYTES >> 20} MiB")
+                shutil.copyfile(item.path, destination)
+                os.chmod(destination, 0o644)
+    os.chmod(target, 0o755)
 
 
 def protect_key(key_folder: Path) -> None:
@@ -456,7 +491,7 @@ def grade_submission(
         os.chmod(tmp, 0o755)  # read-only to a worker without namespaces; others see nothing
         copy = Path(tmp) / "submission"
         copy.mkdir()
-        copy_submission(source, copy)
+        copy_submission(source, copy, seconds=limits.timeout)
         for exercise in course.exercises():
             if exercise.name not in names:
                 continue
@@ -473,4 +508,5 @@ def grade_submission(
             )
             if track == "core":  # the points the hidden checks would have added
                 skipped += course.points(exercise.name) - results[exercise.name].max_score
-    return SubmissionResult(str(source), results, key is not None, number(skipped))
+    return SubmissionResult(str(source), results, key is not None, number(skipped),
+                            cgroups.missing_limits())

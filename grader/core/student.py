@@ -10,6 +10,7 @@ itself, in this process.
 
 from __future__ import annotations
 
+import atexit
 import copy
 import hashlib
 import importlib
@@ -191,6 +192,14 @@ class Student:
 # exercise and limits: one serves every submission a grading process grades, and one that was
 # lost (a question too big for its limits) is started again on the next question.
 _ANSWERERS: dict[tuple, Sandbox] = {}
+
+
+@atexit.register
+def _close_answerers() -> None:
+    """This process's answer-key workers, ended on its way out (their cgroups go with them)."""
+    for (pid, *_), sandbox in list(_ANSWERERS.items()):
+        if pid == os.getpid():
+            sandbox.kill()
 
 
 def answerer(key_folder: Path, exercise: Exercise, limits: Any) -> Sandbox:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import hashlib
 import json
 import os
 import signal
@@ -25,9 +26,9 @@ from typing import Any, TextIO
 
 from ..core import engine
 from ..core.course import EXERCISES_BY_NAME, Course, load, number
-from ..sandbox import isolation
+from ..sandbox import cgroups, isolation
 from ..sandbox.isolation import Limits
-from . import report
+from . import inert, report
 
 
 def columns(course: Course) -> tuple[str, ...]:
@@ -72,10 +73,13 @@ def find_submissions(root: Path, warnings: TextIO | None = sys.stderr) -> list[P
 
 
 def is_empty(folder: Path) -> bool:
-    """No file in it (hidden names and caches aside): nothing was submitted."""
-    return not any(p.is_file() and not any(part.startswith(".") or part == "__pycache__"
-                                           for part in p.relative_to(folder).parts)
-                   for p in folder.rglob("*"))
+    """No file in it (hidden names and caches aside, and never entered): nothing was
+    submitted."""
+    for _, folders, files in os.walk(folder):
+        if any(not f.startswith(".") for f in files):
+            return False
+        folders[:] = [f for f in folders if not f.startswith(".") and f != "__pycache__"]
+    return True
 
 
 def preload(course: Course | None = None, key_folder: Path | None = None) -> None:
@@ -92,18 +96,21 @@ def preload(course: Course | None = None, key_folder: Path | None = None) -> Non
 
 def grade_one(path: Path, *, course: Course, limits: Limits, key_folder: Path | None) -> Row:
     """Grade one submission (runs in a forked grader process)."""
-    if not path.is_dir():
-        return Row(path.name, "not graded: not a folder")
-    if is_empty(path):
-        return Row(path.name, "empty")
+    student = inert.name(path.name)
     try:
+        if not path.is_dir():
+            return Row(student, "not graded: not a folder")
+        if is_empty(path):
+            return Row(student, "empty")
         result = engine.grade_submission(path, course=course, key_folder=key_folder,
                                          limits=limits)
-    except engine.BadSubmission as error:
-        return Row(path.name, f"not graded: {error}".replace(str(path), path.name))
+    except (engine.BadSubmission, OSError) as error:
+        why = str(error).replace(str(path), student) if isinstance(
+            error, engine.BadSubmission) else f"cannot read the folder ({error.strerror})"
+        return Row(student, inert.text(f"not graded: {why}"))
     scores = {name: e.score for name, e in result.exercises.items()}
     bonus = {name: e.score if e.attempted else None for name, e in result.bonus.items()}
-    return Row(path.name, "graded", scores, result.score, bonus,
+    return Row(student, "graded", scores, result.score, bonus,
                report.to_json(result, include_output=True))
 
 
@@ -160,6 +167,7 @@ def run(
     paths = find_submissions(Path(root), progress if progress is not None else sys.stderr)
     jobs = max(1, jobs or os.cpu_count() or 1)
     preload(course, key_folder)
+    cgroups.sweep()
     if key_folder is not None and Path(key_folder).is_dir():
         engine.protect_key(Path(key_folder))
     bar = Progress(len(paths), progress) if progress is not None and paths else None
@@ -185,11 +193,13 @@ def run(
             if pid not in running:
                 continue
             path, deadline, reply = running.pop(pid)
-            rows[path.name] = _collect(path, status, reply, time.monotonic() > deadline)
+            row = _collect(path, status, reply, time.monotonic() > deadline)
+            rows[row.student] = row
             if on_row is not None:
-                on_row(rows[path.name])
+                on_row(row)
             if bar:
-                bar.step(path.name)
+                bar.step(row.student)
+    cgroups.sweep()  # the groups of graders that were killed before they could remove them
     return [rows[name] for name in sorted(rows)]
 
 
@@ -207,28 +217,25 @@ def _fork_grader(path: Path, reply: Path, course: Course, limits: Limits,
         reply.write_text(json.dumps(row.__dict__))
     except BaseException as error:  # the kit's own failure: reported in the row
         with contextlib.suppress(Exception):
-            reply.write_text(json.dumps(Row(path.name, f"not graded: grader error {error!r}")
-                                        .__dict__))
+            reply.write_text(json.dumps(Row(inert.name(path.name),
+                                            f"not graded: grader error {error!r}").__dict__))
         code = 1
     finally:
         os._exit(code)
 
 
 def _collect(path: Path, status: int, reply: Path, overran: bool) -> Row:
+    student = inert.name(path.name)
     if reply.is_file():
         with contextlib.suppress(ValueError, TypeError):
-            return Row(**json.loads(reply.read_text()))
+            row = Row(**json.loads(reply.read_text()))
+            if row.student == student:
+                return row
     if overran:
-        return Row(path.name, "not graded: the grader ran past its time limit")
+        return Row(student, "not graded: the grader ran past its time limit")
     if os.WIFSIGNALED(status):
-        return Row(path.name, f"not graded: the grader was killed by signal {os.WTERMSIG(status)}")
-    return Row(path.name, f"not graded: the grader exited with code {os.WEXITSTATUS(status)}")
-
-
-def cell(text: str) -> str:
-    """A CSV cell a spreadsheet shows as text: one that starts like a formula (``=``, ``+``,
-    ``-``, ``@``, or a tab or carriage return before one) gets a leading apostrophe."""
-    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+        return Row(student, f"not graded: the grader was killed by signal {os.WTERMSIG(status)}")
+    return Row(student, f"not graded: the grader exited with code {os.WEXITSTATUS(status)}")
 
 
 def write_csv(rows: list[Row], path: str | os.PathLike[str], course: Course | None = None) -> None:
@@ -238,7 +245,7 @@ def write_csv(rows: list[Row], path: str | os.PathLike[str], course: Course | No
         writer = csv.writer(handle, lineterminator="\n")
         writer.writerow(columns(course))
         for row in rows:
-            writer.writerow([cell(c) for c in row.cells(course)])
+            writer.writerow(inert.csv_row(row.cells(course)))
 
 
 def write_json(rows: list[Row], folder: str | os.PathLike[str]) -> None:
@@ -247,6 +254,20 @@ def write_json(rows: list[Row], folder: str | os.PathLike[str]) -> None:
     target.mkdir(parents=True, exist_ok=True)
     for row in rows:
         if row.results is not None:
-            with open(target / f"{row.student}.json", "w") as handle:
-                json.dump(row.results, handle, indent=2, sort_keys=True)
+            file, results = json_name(row.student), row.results
+            if file != f"{row.student}.json":  # the file's name cannot hold the student's
+                results = {**results, "instructor": {**results.get("instructor", {}),
+                                                     "student": row.student}}
+            with open(target / file, "w") as handle:
+                json.dump(results, handle, indent=2, sort_keys=True)
                 handle.write("\n")
+
+
+def json_name(student: str) -> str:
+    """``<student>.json``, or, for a name too long for a file name, its first characters and
+    a digest (the JSON then says whose it is under ``instructor.student``)."""
+    file = f"{student}.json"
+    if len(file.encode()) <= 255:
+        return file
+    digest = hashlib.sha256(student.encode()).hexdigest()[:16]
+    return f"{student.encode()[:200].decode(errors='ignore')}~{digest}.json"

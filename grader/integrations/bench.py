@@ -17,6 +17,10 @@ tree (PSS, so pages shared after fork count once), and the time per submission a
 one ``python -m grader grade``. Target: 200 submissions in under 5 minutes on 2 cores. Then
 the class report built from the batch's ``--json-dir`` (``python -m grader report``), as a share
 of the batch's wall time. Target: under 5%.
+
+And ``neighbours``: how much longer an honest student's grading takes beside a student whose
+code keeps every core busy (past the source rule), with the workers' cgroups and without.
+Target: under 1.5x with cgroups.
 """
 
 from __future__ import annotations
@@ -100,6 +104,62 @@ def core_submission(folder: Path) -> Path:
     for name in load().names("core"):
         shutil.copyfile(ROOT / "solutions" / f"{name}.py", folder / f"{name}.py")
     return folder
+
+
+# A student past the source rule (as if they had found a way): their softmax keeps sixteen
+# processes busy until the grader stops its worker.
+CPU_HOG = """
+import os
+for _ in range(16):
+    if os.fork() == 0:
+        while True:
+            pass
+while True:
+    pass
+"""
+
+
+def neighbours(jobs: int = 2) -> dict[str, float]:
+    """Seconds until an honest student's row arrives, graded alone and graded beside a student
+    whose code keeps every core busy (``--jobs`` 2), with each worker in its own cgroup (the
+    student's CPU capped at one) and without; the ratios are the slowdowns."""
+    from ..core import engine
+    from ..sandbox import cgroups
+    from ..sandbox.isolation import Limits
+    from . import batch
+
+    def until_honest(root: Path) -> float:
+        start, arrived = time.monotonic(), []
+        batch.run(root, jobs=jobs, limits=Limits(timeout=30), progress=None,
+                  on_row=lambda row: row.student == "honest" and arrived.append(
+                      time.monotonic() - start))
+        return arrived[0]
+
+    verdict, group = engine._verdict, cgroups.worker_group
+    figures: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix="attention-kit-bench-") as tmp:
+        alone, beside = Path(tmp) / "alone", Path(tmp) / "beside"
+        core_submission(alone / "honest")
+        core_submission(beside / "honest")
+        (beside / "hog").mkdir()
+        (beside / "hog" / "softmax.py").write_text(CPU_HOG)
+        engine._verdict = lambda *args, **kwargs: None  # the hog's `import os` runs
+        try:
+            figures["alone"] = until_honest(alone)
+            figures["beside"] = until_honest(beside)
+            if cgroups.available() is None:
+                cgroups.worker_group = lambda *args, **kwargs: None
+                figures["beside_without_cgroups"] = until_honest(beside)
+        finally:
+            engine._verdict, cgroups.worker_group = verdict, group
+    print(f"an honest student graded alone:          {figures['alone']:6.1f} s")
+    print(f"beside a CPU-hungry one (--jobs {jobs}):      {figures['beside']:6.1f} s, "
+          f"{figures['beside'] / figures['alone']:.2f}x (target < 1.5x with cgroups; "
+          f"{cgroups.available() or 'each worker in its own cgroup'})")
+    if "beside_without_cgroups" in figures:
+        print(f"the same without cgroups:                {figures['beside_without_cgroups']:6.1f}"
+              f" s, {figures['beside_without_cgroups'] / figures['alone']:.2f}x")
+    return figures
 
 
 def _tree_pss(root_pid: int) -> int:
@@ -300,6 +360,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="the class as notebooks, for the isolated autograde (0: skip)")
     parser.add_argument("--plain-notebooks", type=int, default=4,
                         help="of those, how many plain nbgrader autograde runs too")
+    parser.add_argument("--neighbours", type=int, default=1,
+                        help="the slowdown of an honest student beside a CPU-hungry one (0: skip)")
     parser.add_argument("--against", type=Path, default=None,
                         help="another checkout of the kit: its key ratios measured in this run")
     args = parser.parse_args(argv)
@@ -323,6 +385,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.against is not None:
             print(f"{str(args.against)[:22]:<22}  {other[0]:6.2f}x, with the bonus track "
                   f"{other[1]:.2f}x (measured in this run)")
+    if args.neighbours:
+        neighbours(args.jobs)
     if args.notebooks:
         notebook_class(args.notebooks, args.jobs, min(args.plain_notebooks, args.notebooks))
     if args.class_size:

@@ -162,6 +162,9 @@ def render(summary: dict[str, Any]) -> str:
            f'out of {klass["points_possible"]}: mean {total.get("mean", "-")}, median '
            f'{total.get("median", "-")}; {len(summary["misconceptions"])} misconception(s) '
            "diagnosed.</p>"]
+    if summary.get("limits_missing"):
+        out += ["<p>Graded without per-worker cgroups, so these limits were missing:</p><ul>",
+                *(f"<li>{escape(m)}</li>" for m in summary["limits_missing"]), "</ul>"]
     out += ["<h2>Statuses</h2>", statuses_svg(summary), "<table><tr><th>status</th>"
             '<th class="num">students</th><th>who</th></tr>']
     for key, s in summary["statuses"].items():

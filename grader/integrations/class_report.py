@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..core.course import Course, number
+from . import inert
 from .batch import Row
 
 CHECKS_SHOWN = 12  # the lowest pass rates the page and the tables show
@@ -75,12 +76,15 @@ def load_rows(json_dir: str | os.PathLike[str],
     rows: dict[str, Row] = {}
     for path in sorted(folder.glob("*.json")):
         try:
-            rows[path.stem] = row_from_json(path.stem, json.loads(path.read_text()))
+            results = json.loads(path.read_text())
+            student = (results.get("instructor") or {}).get("student") or path.stem
+            rows[student] = row_from_json(student, results)
         except (ValueError, KeyError, TypeError, AttributeError) as error:
             rows[path.stem] = Row(path.stem, f"not graded: unreadable results ({error})")
     if csv_path is not None:
         with open(csv_path, newline="", encoding="utf-8") as handle:
             for line in csv.DictReader(handle):
+                line = {k: inert.csv_text(v or "") for k, v in line.items()}
                 student = line.get("student", "")
                 if student in rows or not student or student == "Points Possible":
                     continue
@@ -175,6 +179,10 @@ def summarize(rows: list[Row], course: Course, *, hints: dict[str, str] | None =
                                                                kv[0]))},
         "not_graded": {r.student: r.status for r in rows if r.status != "graded"},
     }
+    missing = sorted({limit for r in graded for limit in
+                      (r.results or {}).get("instructor", {}).get("limits_missing", [])})
+    if missing:  # graded where workers could not get cgroups of their own
+        summary["limits_missing"] = missing
     if roster_issues is not None:
         summary["roster"] = roster_issues
     return summary
@@ -246,7 +254,7 @@ def catalog_hints() -> dict[str, str]:
 
 # -- summary.md -------------------------------------------------------------------------------
 def _cell(value: Any) -> str:
-    return str(value).replace("|", "\\|").replace("\n", " ")
+    return inert.markdown(value)  # names, statuses, errors: the students' text, shown as text
 
 
 def _table(head: list[str], lines: list[list[Any]]) -> list[str]:
@@ -265,7 +273,11 @@ def markdown(summary: dict[str, Any]) -> str:
     lines = ["# Class report", "",
              f"{klass['students']} submissions, {klass['graded']} graded. Total out of "
              f"{klass['points_possible']}: mean {total.get('mean', '-')}, median "
-             f"{total.get('median', '-')}.", "", "## Statuses", ""]
+             f"{total.get('median', '-')}.", ""]
+    if summary.get("limits_missing"):
+        lines += ["Graded without per-worker cgroups, so these limits were missing:", "",
+                  *(f"- {inert.markdown(m)}" for m in summary["limits_missing"]), ""]
+    lines += ["## Statuses", ""]
     lines += _table(["status", "students", "who"], [
         [key, s["count"], "" if key == "graded" else _few(s["students"])]
         for key, s in summary["statuses"].items()])
@@ -294,7 +306,7 @@ def markdown(summary: dict[str, Any]) -> str:
         from .exports import issue_lines
 
         problems = issue_lines(summary["roster"])
-        lines += ["", "## Roster", ""] + ([f"- {p}" for p in problems] or [
+        lines += ["", "## Roster", ""] + ([f"- {inert.markdown(p)}" for p in problems] or [
             "Every submission folder is in the roster, once, and every entry submitted."])
     return "\n".join(lines) + "\n"
 
@@ -308,8 +320,8 @@ def write(summary: dict[str, Any], out: str | os.PathLike[str]) -> list[Path]:
     target.mkdir(parents=True, exist_ok=True)
     files = {"summary.json": json.dumps(summary, indent=2, ensure_ascii=False) + "\n",
              "summary.md": markdown(summary), "index.html": render(summary)}
-    for name, text in files.items():
-        (target / name).write_text(text, encoding="utf-8")
+    for name, text in files.items():  # what no UTF-8 file can hold is escaped, not a crash
+        (target / name).write_text(text, encoding="utf-8", errors="backslashreplace")
     return [target / name for name in files]
 
 

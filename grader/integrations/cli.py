@@ -6,6 +6,7 @@ Every command takes ``--course FILE`` (default: the kit's ``course.toml``).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -34,6 +35,13 @@ def _grade(args: argparse.Namespace) -> int:
         )
     except (engine.BadSubmission, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
+        if args.json:  # whoever reads the JSON learns why, as Gradescope's student does
+            from .gradescope import failure
+
+            with open(args.json, "w") as handle:
+                json.dump(failure(f"This submission could not be graded: {error}"), handle,
+                          indent=2, sort_keys=True)
+                handle.write("\n")
         return 2
     print(report.render(result, show_output=args.show_output))
     if args.json:

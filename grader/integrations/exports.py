@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.course import Course, number
+from . import inert
 from .batch import Row, columns
 
 ROSTER_COLUMNS = ("folder", "id", "name", "email")
@@ -142,10 +143,20 @@ def issue_lines(issues: dict[str, Any]) -> list[str]:
 
 
 # -- writing ----------------------------------------------------------------------------------
+class _Guarded:
+    """A CSV writer whose every cell goes through the kit's one formula guard."""
+
+    def __init__(self, handle: Any):
+        self.writer = csv.writer(handle, lineterminator="\n")
+
+    def writerow(self, cells: list[Any]) -> None:
+        self.writer.writerow(inert.csv_row(cells))
+
+
 def _writer(path: str | os.PathLike[str]):
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     handle = open(path, "w", newline="", encoding="utf-8")
-    return handle, csv.writer(handle, lineterminator="\n")
+    return handle, _Guarded(handle)
 
 
 def points_possible(course: Course) -> list[str]:

@@ -27,7 +27,7 @@ def main() -> int:
     import torch
 
     from ..core import engine
-    from . import batch
+    from . import batch, inert
 
     if not torch.cuda.is_available():
         print("gpu-check: no CUDA device here (torch.cuda.is_available() is False)")
@@ -64,7 +64,8 @@ def main() -> int:
         start = time.perf_counter()
         rows = batch.run(Path(tmp) / "class", jobs=2, progress=None)
         with open(Path(tmp) / "grades.csv", "w", newline="") as handle:
-            csv.writer(handle).writerows([r.student, r.status, r.total] for r in rows)
+            csv.writer(handle).writerows(inert.csv_row([r.student, r.status, r.total])
+                                         for r in rows)
         print(f"\n== batch, --jobs 2 ({time.perf_counter() - start:.1f} s): " + ", ".join(
             f"{r.student} {r.total} ({r.status})" for r in rows))
         totals = {r.student: r.total for r in rows}

@@ -152,9 +152,13 @@ def run(root: Path) -> dict[str, Any]:
     course = load(bundled if bundled.is_file() else None)
     submission = root / "submission"
     names = course.names()
-    folder = find_exercise_folder(submission, names) if submission.is_dir() else None
-    files = sum((folder / f"{n}.py").is_file() for n in names) if folder else 0
-    uploaded = find_notebook(submission, names) if submission.is_dir() else None
+    try:
+        folder = find_exercise_folder(submission, names) if submission.is_dir() else None
+        files = sum((folder / f"{n}.py").is_file() for n in names) if folder else 0
+        uploaded = find_notebook(submission, names) if submission.is_dir() else None
+    except OSError as error:  # a path too deep or too long to read
+        return failure(f"This submission could not be graded: a file in it cannot be read "
+                       f"({error.strerror}).")
     notes = []
     with tempfile.TemporaryDirectory(prefix="attention-kit-notebook-") as tmp:
         if uploaded is not None and len(uploaded[1].files) > files:

@@ -34,7 +34,7 @@ from typing import Any, TextIO
 from ..core.course import KIT_ROOT, Course, load
 from ..core.engine import DEFAULT_KEY
 from ..sandbox.isolation import Limits
-from . import hide, kernel
+from . import hide, inert, kernel
 from . import notebook as nbfile
 from .nbgrader_gradebook import (  # noqa: F401  (AutogradeError: raised to the command line)
     AutogradeError,
@@ -114,7 +114,8 @@ def grade(subs: list[Submission], hidden: list[Path], *, jobs: int | None, cours
     The child writes each row as soon as it is done (a JSON line); ``on_graded`` gets each
     submission here as its row arrives, so the gradebook is written while the others are
     graded."""
-    readable = {s.student: s for s in subs if s.found is not None}
+    # keyed as the batch names each folder (a name that is not printable UTF-8, escaped)
+    readable = {inert.name(s.student): s for s in subs if s.found is not None}
     total = len(readable)
     if not readable:
         return

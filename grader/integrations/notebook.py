@@ -325,7 +325,9 @@ def write_answers(found: Answers, folder: Path) -> list[Path]:
     written = []
     for name, text in found.files.items():
         path = folder / f"{name}.py"
-        path.write_text(text)
+        # A lone surrogate (valid in a notebook's JSON, never in UTF-8) is written as the bytes
+        # it stands for: the file then fails to import, which costs its exercise alone.
+        path.write_text(text, encoding="utf-8", errors="surrogatepass")
         written.append(path)
     return written
 

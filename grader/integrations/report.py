@@ -11,13 +11,14 @@ from typing import Any
 
 from ..core.diagnose import feedback_line
 from ..core.engine import ExerciseResult, SubmissionResult
+from . import inert
 
 
 def status(e: ExerciseResult) -> str:
     if not e.attempted:
         return "not attempted"
     if e.error:
-        return e.error
+        return inert.one_line(e.error)
     if e.not_implemented:
         return "not implemented yet"
     failed = [c for c in e.checks if not c.passed]
@@ -72,6 +73,8 @@ def to_json(result: SubmissionResult, *, include_output: bool = False) -> dict[s
             "output": {n: e.output for n, e in result.results.items() if e.output},
             "errors": {n: e.error for n, e in result.results.items() if e.error},
         }
+        if result.limits_missing:
+            data["instructor"]["limits_missing"] = result.limits_missing
     return data
 
 
@@ -99,7 +102,7 @@ def _failures(name: str, e: ExerciseResult) -> list[str]:
         return []
     lines = ["", f"== {name}{' (bonus)' if e.track == 'bonus' else ''} =="]
     if e.error:
-        return lines + [f"Not graded: {e.error}"]
+        return lines + [f"Not graded: {inert.one_line(e.error)}"]
     # A diagnosis is shown once, above the checks; a check it explains points back to it
     # (each check's JSON output carries the whole hint instead).
     hints = {feedback_line(m): m for m in e.misconceptions}
@@ -131,6 +134,7 @@ def render(result: SubmissionResult, *, show_output: bool = False) -> str:
             lines += _failures(name, e)
     if show_output:
         for name, e in result.results.items():
-            if e.output.strip():
-                lines += ["", f"== what {name} printed (instructor view) ==", e.output.rstrip()]
+            if e.output.strip():  # fenced: no line of it passes for one of the report's
+                lines += ["", f"== what {name} printed (instructor view) ==",
+                          *inert.fenced(e.output)]
     return "\n".join(lines)

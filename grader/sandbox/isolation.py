@@ -26,7 +26,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from . import protocol
+from . import cgroups, protocol
 from .confine import (  # noqa: F401  (GiB, Limits, unprivileged_user: re-exported)
     PACKAGES,
     GiB,
@@ -53,9 +53,11 @@ CONTROL = dict.fromkeys([*range(0, 9), *range(11, 32), 127, *range(128, 160)], "
 
 def printable(text: Any, cap: int) -> str:
     """Student-made text as it may be shown: at most ``cap`` characters, no control characters
-    (an escape sequence cannot redraw the instructor's terminal)."""
+    (an escape sequence cannot redraw the instructor's terminal), and nothing a UTF-8 file
+    cannot hold (a lone surrogate is written as its escape)."""
     text = str(text)
-    return (text[:cap] + " [...]" if len(text) > cap else text).translate(CONTROL)
+    text = (text[:cap] + " [...]" if len(text) > cap else text).translate(CONTROL)
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 class StudentError(Exception):
@@ -259,6 +261,8 @@ class Sandbox:
             user, self._uid_lock = claim_sandbox_user(user)
         self.user = user
         self.config = {"folder": str(self.folder), "exercise": exercise, "package": package}
+        # Made by this process, joined by the keeper before it forks: the kernel's limits.
+        self.group = cgroups.worker_group(limits.memory, limits.processes)
         self._output = tempfile.TemporaryFile()
         self._sock, child = socket.socketpair()
         self._status, status_child = socket.socketpair()
@@ -268,6 +272,7 @@ class Sandbox:
                     "timeout": limits.timeout, "memory": limits.memory,
                     "network": limits.network, "scratch": limits.scratch,
                     "processes": limits.processes,
+                    "cgroups": self.group.procs if self.group is not None else [],
                     "user": [user.pw_uid, user.pw_gid] if user is not None else None,
                     "trusted": trusted,
                     "packages": PACKAGES[framework]}},
@@ -363,7 +368,11 @@ class Sandbox:
 
     def _death_reason(self) -> str:
         status = self._wait_exit(timeout=5.0)
+        oom = self.group.oom_kills() if self.group is not None else 0
         self.kill()
+        if oom:
+            return (f"the worker used more than {self.limits.memory / GiB:g} GiB of memory "
+                    "(shared memory included): the kernel stopped it")
         if status is None:
             return "the worker stopped answering"
         if os.WIFSIGNALED(status):
@@ -422,6 +431,8 @@ class Sandbox:
             self.closed = True
             self._sock.close()
             self._status.close()
+            if self.group is not None:
+                self.group.remove()
         if self._uid_lock is not None and self.user is not None:
             # With a PID namespace nothing of the worker is left; without one, sweep by uid.
             if self.mode != "root":

@@ -169,6 +169,9 @@ def keeper(config: dict[str, Any], options: dict[str, Any], work_fd: int, output
            status_fd: int) -> None:
     """The worker's parent: namespaces in, the worker's pid and wait status out."""
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    for procs in options.get("cgroups") or []:  # before anything is forked: all of it inside
+        with open(procs, "w") as handle:
+            handle.write("0")
     os.setsid()
     confine.close_inherited((work_fd, output_fd, status_fd))
     status = socket.socket(fileno=status_fd)

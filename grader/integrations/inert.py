@@ -1,0 +1,96 @@
+"""Text a student controls, made inert wherever the kit writes it.
+
+Folder names, file contents, exception messages and printed output come from the students. In
+the kit's files they are data, never markup, formulas or the report's own lines:
+
+- ``text``: any string as valid Unicode (a lone surrogate, which no UTF-8 file can hold,
+  becomes its ``\\udXXX`` escape), so writing it never fails;
+- ``name``: a folder name as one line of text, one to one: bytes that are not UTF-8 and
+  characters that do not print as ``\\xNN``, a backslash doubled, so two folders never
+  share a name;
+- ``csv_cell``: one formula guard for every cell of every CSV the kit writes (``csv_text``
+  reads it back);
+- ``markdown``: a table cell or list item of ``summary.md`` (no HTML, no Markdown syntax);
+- ``fenced``: printed output, each line behind a bar, so none passes for the report's own.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "\n")
+NUMBER = re.compile(r"-?\d+(\.\d+)?([eE][+-]?\d+)?")
+MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]|~]|^#)")
+FENCE = "  | "
+
+
+def text(value: Any) -> str:
+    """``value`` as a string any UTF-8 file can hold (lone surrogates escaped)."""
+    value = str(value)
+    try:
+        value.encode("utf-8")
+        return value
+    except UnicodeEncodeError:
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def name(folder: str) -> str:
+    """A folder name (as ``os.listdir`` gives it) as one line of text: the same name for the
+    same folder, different names for different folders. Bytes that are not UTF-8 become
+    ``\\xNN``, a character that does not print (a line break, a tab) its escape, and a
+    backslash is doubled."""
+    raw = os.fsencode(folder)
+    if b"\\" not in raw and _utf8(raw) and folder.isprintable():
+        return folder
+    decoded = raw.replace(b"\\", b"\\\\").decode("utf-8", "backslashreplace")
+    return "".join(c if c.isprintable() or c == "\\" else
+                   f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
+                   for c in decoded)
+
+
+def _utf8(raw: bytes) -> bool:
+    try:
+        raw.decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        return False
+
+
+def csv_cell(value: Any) -> str:
+    """A CSV cell a spreadsheet shows as text: one that starts like a formula (``=``, ``+``,
+    ``-``, ``@``, a tab or a line break) gets a leading apostrophe, unless it is a plain
+    number."""
+    cell = text("" if value is None else value)
+    if (cell[:1] in FORMULA_STARTS and not NUMBER.fullmatch(cell)) or cell[:1] == "'":
+        return "'" + cell  # an apostrophe of its own is doubled: csv_text reads either back
+    return cell
+
+
+def csv_text(cell: str) -> str:
+    """What ``csv_cell`` was given, from what it wrote (the kit reading its own CSVs)."""
+    return cell[1:] if cell[:1] == "'" else cell
+
+
+def csv_row(cells: list[Any]) -> list[str]:
+    return [csv_cell(c) for c in cells]
+
+
+def markdown(value: Any) -> str:
+    """One line of Markdown that shows ``value`` as it is: HTML's ``& < >`` as entities, what
+    could start emphasis, code, a link or a table cell backslash-escaped, line breaks as
+    spaces (the rest of the punctuation stays readable as plain text)."""
+    cell = text(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    cell = re.sub(r"[\r\n]+", " ", cell)
+    return MARKDOWN_SPECIAL.sub(r"\\\1", cell)
+
+
+def fenced(output: str) -> list[str]:
+    """Printed output as report lines, each behind ``FENCE``: nothing in it starts a line."""
+    return [FENCE + line for line in text(output).rstrip().splitlines()]
+
+
+def one_line(value: Any) -> str:
+    """Student text shown inside one line of a report (a status, a table cell)."""
+    return re.sub(r"\s*[\r\n]+\s*", " / ", text(value).strip())

@@ -1,0 +1,238 @@
+"""Every input a class run reads, fuzzed (issue 19): no submission stops a run or moves anyone
+else's row.
+
+What is drawn: folder and file names as bytes, file contents (bytes, text with lone surrogates,
+code that raises or prints such text), notebook JSON, roster files, and the messages a worker
+sends back (frames and error reports). The runs that grade (``batch`` and the Gradescope run) are
+few and cheap, a one-exercise course; the readers and writers they feed are fuzzed in-process
+with many more examples. Seeds are fixed (``derandomize``): a failure reproduces.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import shutil
+import socket
+import struct
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, Phase, assume, example, given, settings
+from hypothesis import strategies as st
+from submission_tools import SOLUTIONS, make_submission
+from test_class_run import one_exercise_course
+
+from grader.core import course as course_module
+from grader.integrations import batch, class_report, exports, gradescope, inert, notebook
+from grader.integrations.batch import Row
+from grader.sandbox import protocol
+from grader.sandbox.isolation import StudentError, printable
+
+# The grading runs: a few examples, and a failure is reported as found (shrinking it would
+# grade again and again).
+FEW = settings(max_examples=5, deadline=None, derandomize=True, database=None,
+               suppress_health_check=list(HealthCheck),
+               phases=[Phase.explicit, Phase.reuse, Phase.generate])
+MANY = settings(max_examples=150, deadline=None, derandomize=True, database=None,
+                suppress_health_check=list(HealthCheck))
+
+# -- what a student controls ----------------------------------------------------------------------
+name_bytes = st.binary(min_size=1, max_size=40).filter(
+    lambda b: b"/" not in b and b"\0" not in b and not b.startswith(b"."))
+# Any text, lone surrogates included (Hypothesis leaves them out unless asked).
+surrogate_text = st.text(alphabet=st.characters() | st.sampled_from("\ud800\udce9\udfff"),
+                         max_size=60)
+SNIPPETS = [
+    "def kv_cache_mask(n_cached, n_new):\n    raise ValueError({msg!r})\n",
+    "print({msg!r})\nfrom .kv_cache_ok import kv_cache_mask\n",
+    "def kv_cache_mask(n_cached, n_new):\n    return {msg!r}\n",
+    "import numpy as np\n\ndef kv_cache_mask(n_cached, n_new):\n    print({msg!r})\n"
+    "    return np.zeros((n_new, n_cached + n_new), dtype=bool)\n",
+]
+code = st.builds(lambda s, m: s.format(msg=m).encode("utf-8", "surrogatepass"),
+                 st.sampled_from(SNIPPETS), surrogate_text)
+contents = st.one_of(st.binary(max_size=120), code,
+                     surrogate_text.map(lambda t: t.encode("utf-8", "surrogatepass")))
+file_names = st.one_of(st.just(b"kv_cache.py"), st.just(b"kv_cache_ok.py"), name_bytes)
+submissions = st.tuples(name_bytes, st.dictionaries(file_names, contents, max_size=3))
+
+
+def write_bad(root: Path, folder: bytes, files: dict[bytes, bytes]) -> Path:
+    path = Path(os.fsdecode(os.fsencode(root) + b"/" + folder))
+    path.mkdir()
+    for name, data in files.items():
+        (Path(os.fsdecode(os.fsencode(path) + b"/" + name))).write_bytes(data)
+    return path
+
+
+@pytest.fixture(scope="module")
+def one_exercise(tmp_path_factory):
+    """The one-exercise course, and the honest student's row graded alone (the baseline)."""
+    base = tmp_path_factory.mktemp("fuzz")
+    course = course_module.load(one_exercise_course(base / "course.toml"))
+    make_submission(base / "alone" / "ada")
+    (ada,) = batch.run(base / "alone", jobs=1, course=course, key_folder=SOLUTIONS,
+                       progress=None)
+    return course, ada
+
+
+def check_outputs(rows: list[Row], course, out: Path) -> None:
+    """Every file a class run writes can be written from ``rows`` and holds inert text."""
+    batch.write_csv(rows, out / "grades.csv", course)
+    batch.write_json(rows, out / "json")
+    class_report.build(rows, course, out / "report")
+    roster = exports.Roster(list(exports.ROSTER_COLUMNS), [
+        {"folder": r.student, "id": r.student, "name": r.status, "email": r.student}
+        for r in rows])
+    found = exports.match(roster, rows)
+    exports.write_csv(found, out / "roster.csv", course)
+    for kind in exports.EXPORTS:
+        exports.write_export(kind, found, out / f"{kind}.csv", course, "attention")
+    for path in out.glob("*.csv"):
+        for line in csv.reader(io.StringIO(path.read_text(encoding="utf-8"))):
+            for cell in line:
+                assert cell[:1] not in ("=", "+", "@", "\t", "\r"), (path.name, cell)
+    summary_md = (out / "report" / "summary.md").read_text(encoding="utf-8")
+    assert "<" not in summary_md
+    assert json.loads((out / "report" / "summary.json").read_text())["class"]["students"] == len(
+        rows)
+
+
+# -- grading runs --------------------------------------------------------------------------------
+@FEW
+@given(bad=submissions)
+def test_batch_finishes_and_the_honest_row_is_untouched(one_exercise, bad):
+    course, ada = one_exercise
+    folder, files = bad
+    assume(inert.name(os.fsdecode(folder)) != "ada")
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "class"
+        make_submission(root / "ada")
+        write_bad(root, folder, files)
+        rows = batch.run(root, jobs=2, course=course, key_folder=SOLUTIONS, progress=None)
+        assert [r.student for r in rows] == sorted(["ada", inert.name(os.fsdecode(folder))])
+        assert next(r for r in rows if r.student == "ada").__dict__ == ada.__dict__
+        check_outputs(rows, course, Path(tmp) / "out")
+
+
+@FEW
+@given(bad=submissions)
+def test_the_gradescope_run_always_leaves_a_results_json(one_exercise, bad):
+    course_file = one_exercise_course(Path(tempfile.mkdtemp()) / "course.toml")
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / "source").mkdir()
+        shutil.copyfile(course_file, root / "source" / "course.toml")
+        shutil.copytree(SOLUTIONS, root / "source" / "solutions")
+        (root / "submission").mkdir()
+        write_bad(root / "submission", *bad)
+        assert gradescope.run_and_write(root) == 0
+        data = json.loads((root / "results" / "results.json").read_text())
+        assert isinstance(data["score"], (int, float)) and data["output"]
+
+
+# -- readers and writers, in-process ------------------------------------------------------------
+statuses = st.one_of(st.just("graded"), surrogate_text.map(lambda t: "not graded: " + t))
+
+
+@st.composite
+def rows_of_a_class(draw):
+    students = sorted({inert.name(os.fsdecode(b)) for b in draw(st.lists(name_bytes, min_size=1,
+                                                                         max_size=4))})
+    rows = []
+    for student in students:
+        status = draw(statuses)
+        graded = status == "graded"
+        results = {"score": 1, "tests": [{"name": "kv_cache: " + draw(surrogate_text),
+                                          "status": draw(st.sampled_from(["passed", "failed"])),
+                                          "max_score": 1, "tags": ["kv_cache"]}],
+                   "extra_data": {"exercises": {"kv_cache": {
+                       "score": 1, "max_score": 15,
+                       "misconceptions": draw(st.lists(surrogate_text, max_size=2))}},
+                       "bonus": {}},
+                   "instructor": {"errors": {"kv_cache": draw(surrogate_text)},
+                                  "output": {"kv_cache": draw(surrogate_text)}}}
+        rows.append(Row(student, status, {"kv_cache": 1} if graded else {},
+                        1 if graded else None, {}, results if graded else None))
+    return sorted(rows, key=lambda r: r.student)
+
+
+@MANY
+@given(rows=rows_of_a_class())
+def test_reports_and_exports_write_whatever_the_rows_hold(one_exercise, rows):
+    with tempfile.TemporaryDirectory() as tmp:
+        check_outputs(rows, one_exercise[0], Path(tmp))
+        again = class_report.load_rows(Path(tmp) / "json", Path(tmp) / "grades.csv")
+        assert len(again) == len(rows)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | surrogate_text,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(surrogate_text, inner,
+                                                                 max_size=4), max_leaves=20)
+answer_cells = st.builds(
+    lambda grade_id, source: {"cell_type": "code", "source": source,
+                              "metadata": {"nbgrader": {"grade_id": grade_id}}},
+    st.sampled_from(["softmax", "kv_cache", "mha"]) | surrogate_text,
+    surrogate_text | st.lists(surrogate_text, max_size=3) | json_values)
+
+
+@MANY
+@example(nb={"cells": [{"cell_type": "code", "source": "%%exercise softmax\nx = '\ud800'",
+                        "metadata": {"nbgrader": {"grade_id": "softmax"}}}]})
+@given(nb=st.one_of(json_values, st.builds(lambda cells: {"cells": cells},
+                                           st.lists(answer_cells | json_values, max_size=5))))
+def test_any_notebook_json_is_read_or_refused_with_a_reason(nb):
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "attention.ipynb"
+        path.write_text(json.dumps(nb))  # ASCII: lone surrogates travel as \\ud800 escapes
+        try:
+            data = notebook.read_notebook(path)
+        except notebook.NotANotebook:
+            return
+        written = notebook.write_answers(notebook.answers(data), Path(tmp) / "answers")
+        assert all(p.is_file() for p in written)
+
+
+@MANY
+@given(text=st.binary(max_size=300))
+def test_any_roster_is_read_or_refused_with_a_reason(text):
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "roster.csv"
+        path.write_bytes(text)
+        try:
+            roster = exports.load_roster(path)
+        except exports.RosterError as error:
+            assert str(path) in str(error)
+            return
+        rows = [Row("ada", "graded", {"kv_cache": 15}, 15, {}, None)]
+        found = exports.match(roster, rows)
+        exports.write_csv(found, Path(tmp) / "out.csv", course_module.load())
+
+
+@MANY
+@given(info=st.dictionaries(st.sampled_from(["type", "message", "where", "value_error"]),
+                            json_values))
+def test_any_error_report_from_a_worker_is_shown_as_valid_text(info):
+    error = StudentError(info)
+    for text in (str(error), error.describe(), printable(info.get("message"), 50)):
+        text.encode("utf-8")  # no lone surrogate survives to a file
+
+
+@MANY
+@given(frame=st.binary(max_size=64), header=st.integers(0, 80), count=st.integers(0, 5))
+def test_any_frame_from_a_worker_is_a_value_or_an_error_the_sandbox_handles(frame, header,
+                                                                             count):
+    left, right = socket.socketpair()
+    with left, right:
+        right.sendall(struct.pack("<QQ", header, count) + frame)
+        right.shutdown(socket.SHUT_WR)
+        try:
+            protocol.recv(left, deadline=None)
+        except (EOFError, OSError, protocol.ProtocolError, ValueError, TypeError,
+                OverflowError, RecursionError):
+            pass  # each one Sandbox.request turns into "the worker sent a malformed reply"
