@@ -8,9 +8,16 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..core.course import CourseError, load
 from ..sandbox.isolation import GiB, Limits
+
+if TYPE_CHECKING:  # imported where used: a command loads only what it needs
+    from ..core.course import Course
+    from .batch import Row
+    from .exports import Roster
+    from .shards import Shard
 
 
 def _limits(args: argparse.Namespace) -> Limits:
@@ -83,7 +90,7 @@ def _batch(args: argparse.Namespace) -> int:
     return 0
 
 
-def _shard_outputs(args: argparse.Namespace, shard: object) -> None:
+def _shard_outputs(args: argparse.Namespace, shard: Shard | None) -> None:
     """A shard writes results only (``merge`` writes the class's files); a whole batch a CSV."""
     if shard is None:
         if not args.csv:
@@ -102,7 +109,8 @@ def _shard_outputs(args: argparse.Namespace, shard: object) -> None:
                          "SLURM_ARRAY_TASK_ID)")
 
 
-def write_class(rows: list, course, args: argparse.Namespace, roster) -> None:
+def write_class(rows: list[Row], course: Course, args: argparse.Namespace,
+                roster: Roster | None) -> None:
     """The class's files from its rows: the CSV, the roster's, the exports and the report.
     ``batch`` and ``merge`` both end here, so the same rows give the same bytes."""
     from . import batch, class_report
