@@ -155,20 +155,22 @@ def test_merge_of_the_shards_is_byte_identical_to_one_batch_and_names_a_missing_
 
 def test_merge_keeps_a_row_for_every_student_whatever_the_results_hold(tmp_path):
     root = tmp_path / "class"
-    for name in ("a", "b", "c", "d"):
+    long, latin1 = "x" * 250, b"caf\xe9".decode("utf-8", "surrogateescape")  # as os.listdir
+    for name in ("a", "b", "c", "d", long, latin1):
         (root / name).mkdir(parents=True)
     results = tmp_path / "results"
     record = shards.recorder(results, shards.Shard(0, 2))
-    record(Row("a", "empty"))
-    record(Row("zed", "empty"))  # graded once, its folder since removed
+    for name in ("a", long, latin1, "zed"):  # zed: graded once, its folder since removed
+        record(Row(name, "empty"))
     rows_folder = results / shards.FOLDER / "rows"
     (rows_folder / "b.json").write_text("{not json")
-    (rows_folder / ".c.json.123.tmp").write_text("half")  # a task killed while writing
+    (rows_folder / ".tmp-123-0").write_text("half")  # a task killed while writing
     rows = shards.merge(results, root, warnings=None)
-    assert [r.student for r in rows] == ["a", "b", "c", "d"]
-    assert rows[0] == Row("a", "empty")
+    assert [r.student for r in rows] == ["a", "b", "c", latin1, "d", long]  # sorted
+    assert [rows[0], rows[3], rows[5]] == [Row(n, "empty") for n in ("a", latin1, long)]
     assert rows[1].status.startswith("not graded: unreadable result b.json")
-    assert [r.status for r in rows[2:]] == ["not graded: no result (shard 1 of 2)"] * 2
+    assert (rows[2].status, rows[4].status) == ("not graded: no result (shard 0 of 2)",
+                                                "not graded: no result (shard 1 of 2)")
 
 
 # -- the node's isolation ---------------------------------------------------------------------

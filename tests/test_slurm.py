@@ -54,7 +54,8 @@ def _free_port() -> int:
 
 def _config(base: Path) -> str:
     host = socket.gethostname().split(".")[0]
-    ctld, slurmd = _free_port(), _free_port()
+    ctld = _free_port()
+    slurmd = next(port for port in iter(_free_port, None) if port != ctld)
     return f"""\
 ClusterName=attentionkit
 SlurmctldHost={host}
@@ -129,6 +130,14 @@ def cluster(tmp_path_factory):
             pytest.fail(f"the node never came up: {state}\n" + _logs(base))
         yield env
     finally:
+        if len(started) == 3:  # the jobs first: their processes would outlive slurmd
+            with contextlib.suppress(OSError, subprocess.SubprocessError):
+                subprocess.run(["scancel", "--user=root"], env=env, timeout=30)
+                for _ in range(50):
+                    if not subprocess.run(["squeue", "-h"], capture_output=True, text=True,
+                                          env=env, timeout=30).stdout.strip():
+                        break
+                    time.sleep(0.2)
         for pid_file in reversed(started):
             _stop(pid_file)
 

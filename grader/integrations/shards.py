@@ -22,6 +22,7 @@ that says so, ``not graded: no result (shard K of N)``: rerun that shard, merge 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import sys
@@ -131,29 +132,42 @@ def owner(position: int, total: int, count: int) -> int:
 
 # -- what a task leaves ------------------------------------------------------------------------
 def _replace(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` whole: a task killed meanwhile leaves the old file or none."""
+    """Write ``text`` to ``path`` whole: a task killed meanwhile leaves the old file or none.
+    The temporary name is short (a student's folder name may be as long as a name can be)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_text(text, encoding="utf-8")
-    os.replace(temporary, path)
+    temporary = path.with_name(f".tmp-{os.getpid()}-{next(_serial)}")
+    try:
+        temporary.write_text(text, encoding="utf-8")
+        os.replace(temporary, path)
+    finally:
+        with contextlib.suppress(OSError):
+            temporary.unlink()
+
+
+_serial = itertools.count()
 
 
 def write_plan(results: str | os.PathLike[str], count: int) -> None:
     _replace(Path(results) / FOLDER / PLAN, json.dumps({"shards": count}) + "\n")
 
 
-def recorder(results: str | os.PathLike[str], shard: Shard):
-    """``batch.run``'s ``on_row`` for a shard: the student's JSON, then the row."""
+def recorder(results: str | os.PathLike[str], shard: Shard, warnings: TextIO = sys.stderr):
+    """``batch.run``'s ``on_row`` for a shard: the student's JSON, then the row. A row that
+    cannot be written costs that student only (merge then names it: no result)."""
     from .batch import write_json
 
     folder = Path(results)
     write_plan(folder, shard.count)
 
     def record(row: Row) -> None:
-        write_json([row], folder)
-        _replace(folder / FOLDER / "rows" / f"{row.student}.json",
-                 json.dumps({"shard": shard.index, "shards": shard.count, "row": row.__dict__},
-                            ensure_ascii=False) + "\n")
+        try:
+            write_json([row], folder)
+            _replace(folder / FOLDER / "rows" / f"{row.student}.json",
+                     json.dumps({"shard": shard.index, "shards": shard.count,
+                                 "row": row.__dict__}) + "\n")
+        except (OSError, ValueError) as error:
+            warnings.write(f"warning: {row.student}: its result could not be written "
+                           f"({error}); merge will list it without one\n")
 
     return record
 
