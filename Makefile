@@ -18,8 +18,8 @@ PYTHON_OK = $(shell $(PYTHON) -c 'import sys; print(sys.version_info >= (3, 11))
 CHECK_PYTHON = $(if $(filter True,$(PYTHON_OK)),,$(error attention-kit needs Python 3.11 or \
 newer, and $(PYTHON) is $(or $(PYTHON_VERSION),not found): run make PYTHON=python3.11 (or newer)))
 
-.PHONY: grade answer-key test bench stubs zoo nbgrader nbgrader-autograde handout gradescope \
-	gpu-check lint clean
+.PHONY: grade answer-key test test-slurm slurm-install bench stubs zoo nbgrader \
+	nbgrader-autograde handout gradescope gpu-check lint clean
 
 $(CORE): pyproject.toml requirements.lock
 	$(CHECK_PYTHON)
@@ -43,6 +43,31 @@ answer-key: $(CORE)
 ## test: the kit's own tests
 test: $(DEV)
 	$(PY) -m pytest -q
+
+## test-slurm: start a one-node Slurm cluster on this machine (root, make slurm-install) and
+##        grade a class on it through python -m grader slurm; skipped, with the reason, where
+##        it cannot be root or cannot install
+test-slurm: $(DEV) slurm-install
+	ATTENTION_KIT_SLURM_TEST=1 $(PY) -m pytest -q -rs tests/test_slurm.py
+
+## slurm-install: as root, install Debian's slurm-wlm and munge (apt) for make test-slurm; as
+##        another user, or without apt-get, it says why it did nothing
+slurm-install:
+	@if command -v slurmctld >/dev/null && command -v slurmd >/dev/null && \
+	    command -v munged >/dev/null; then \
+	    echo "slurm-install: slurmctld, slurmd and munged are installed"; \
+	elif [ "$$(id -u)" != 0 ]; then \
+	    echo "slurm-install: skipped: installing slurm-wlm and munge needs root"; \
+	elif ! command -v apt-get >/dev/null; then \
+	    echo "slurm-install: skipped: no apt-get here (install slurm-wlm and munge by hand)"; \
+	else \
+	    export DEBIAN_FRONTEND=noninteractive; \
+	    { apt-get install -y -q slurm-wlm munge || { apt-get update -q && \
+	      apt-get install -y -q slurm-wlm munge; }; } >/tmp/attention-kit-slurm-install.log \
+	      2>&1 && echo "slurm-install: installed slurm-wlm and munge" || \
+	    { tail -5 /tmp/attention-kit-slurm-install.log; \
+	      echo "slurm-install: skipped: apt-get could not install slurm-wlm and munge"; }; \
+	fi
 
 ## bench: grading time as a ratio to `python -c "import torch"`, measured in the same run;
 ##        a class of 200 as notebooks (isolated autograde against plain `nbgrader autograde`

@@ -45,13 +45,15 @@ class Row:
     total: int | None = None
     bonus: dict[str, int | None] = field(default_factory=dict)  # None: not attempted
     results: dict[str, Any] | None = None  # results.json, with the instructor-only output
+    isolation: str = ""  # the workers' isolation where less than root's (grader.sandbox.node)
 
     def cells(self, course: Course) -> list[str]:
         graded = self.status == "graded"
         bonus = [self.bonus.get(n) for n in course.names("bonus")]
+        status = f"{self.status} (isolation: {self.isolation})" if self.isolation else self.status
         return [self.student,
                 *(str(self.scores[n]) if graded else "" for n in course.names("core")),
-                str(self.total) if graded else "", self.status,
+                str(self.total) if graded else "", status,
                 *("" if b is None else str(b) for b in bonus),
                 str(number(sum(b for b in bonus if b is not None))) if graded else ""]
 
@@ -160,11 +162,15 @@ def run(
     key_folder: Path | None = engine.DEFAULT_KEY,
     progress: TextIO | None = sys.stderr,
     on_row: Callable[[Row], None] | None = None,
+    paths: list[Path] | None = None,
+    isolation: str = "",
 ) -> list[Row]:
-    """Grade every submission under ``root``; returns the rows sorted by student.
+    """Grade every submission under ``root`` (or those of ``paths``, a shard's); returns the
+    rows sorted by student, each with ``isolation`` (``grader.sandbox.node``'s label).
     ``on_row`` gets each row as soon as it is done (in the order they finish)."""
     course = course or load()
-    paths = find_submissions(Path(root), progress if progress is not None else sys.stderr)
+    if paths is None:
+        paths = find_submissions(Path(root), progress if progress is not None else sys.stderr)
     jobs = max(1, jobs or os.cpu_count() or 1)
     preload(course, key_folder)
     cgroups.sweep()
@@ -194,6 +200,7 @@ def run(
                 continue
             path, deadline, reply = running.pop(pid)
             row = _collect(path, status, reply, time.monotonic() > deadline)
+            row.isolation = isolation
             rows[row.student] = row
             if on_row is not None:
                 on_row(row)

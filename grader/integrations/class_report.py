@@ -39,6 +39,7 @@ _REASONS = (  # (pattern in a lowercased "not graded: ..." detail, key), first m
     (r"empty", "empty"),
     (r"not a folder", "not a folder"),
     (r"more than .*mib|too (big|large)", "too large"),
+    (r"^ *no result \(", "no result"),  # merge: a shard that died or never ran
 )
 
 

@@ -9,9 +9,16 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..core.course import CourseError, load
 from ..sandbox.isolation import GiB, Limits
+
+if TYPE_CHECKING:  # imported where used: a command loads only what it needs
+    from ..core.course import Course
+    from .batch import Row
+    from .exports import Roster
+    from .shards import Shard
 
 
 def _limits(args: argparse.Namespace) -> Limits:
@@ -50,26 +57,102 @@ def _grade(args: argparse.Namespace) -> int:
 
 
 def _batch(args: argparse.Namespace) -> int:
-    from ..core import engine
-    from . import batch, class_report, exports
+    from ..sandbox import node
+    from . import shards
 
-    course = load(args.course)
-    try:  # before grading: a bad roster or export costs nothing
+    try:  # before grading: a bad roster, export or shard costs nothing
+        shard = shards.choose(args.shard, args.shards)
+        _shard_outputs(args, shard)
+        from . import exports
+
         roster = exports.load_for(args.export, args.roster)
-    except exports.RosterError as error:
+    except ValueError as error:  # ShardError, RosterError
         print(f"error: {error}", file=sys.stderr)
         return 2
+    found = node.check()  # before anything else starts: the probe forks
+    if not found.isolated and not args.trust_submissions:
+        print("error: this machine cannot isolate one submission from the others and from the "
+              f"answer key: {'; '.join(found.missing)}. Grade as root or where these exist, or "
+              "pass --trust-submissions if every submission is trusted (each row's status then "
+              "names the isolation it had)", file=sys.stderr)
+        return 2
+    from ..core import engine
+    from . import batch
+
+    course = load(args.course)
+    paths = batch.find_submissions(Path(args.dir))
+    if shard is not None:
+        paths = shards.select(paths, shard)
+        print(f"{shard} ({shard.source}): {len(paths)} submission(s)", file=sys.stderr)
     rows = batch.run(args.dir, jobs=args.jobs, limits=_limits(args), course=course,
-                     key_folder=None if args.no_key else engine.DEFAULT_KEY)
-    if roster is None:
-        batch.write_csv(rows, args.csv, course)
+                     key_folder=None if args.no_key else engine.DEFAULT_KEY, paths=paths,
+                     isolation=found.label(args.trust_submissions),
+                     on_row=shards.recorder(args.json_dir, shard) if shard else None)
+    if shard is not None:
+        print(f"{shard}: {sum(row.status == 'graded' for row in rows)} of {len(rows)} "
+              f"graded; wrote their results into {args.json_dir}", file=sys.stderr)
+        return 0
     if args.json_dir:
         batch.write_json(rows, args.json_dir)
+    write_class(rows, course, args, roster)
+    return 0
+
+
+def _shard_outputs(args: argparse.Namespace, shard: Shard | None) -> None:
+    """A shard writes results only (``merge`` writes the class's files); a whole batch a CSV."""
+    if shard is None:
+        if not args.csv:
+            raise ValueError("batch needs --csv FILE (or --shard K/N with --json-dir)")
+        return
+    if not args.json_dir:
+        raise ValueError(f"{shard} needs --json-dir DIR: the tasks' results are merged from "
+                         "there (python -m grader merge)")
+    given = [name for name, value in (("--csv", args.csv), ("--report", args.report),
+                                      ("--roster", args.roster), ("--export", args.export))
+             if value]
+    if given:
+        raise ValueError(f"{shard} writes --json-dir only, not {', '.join(given)}: python -m "
+                         "grader merge writes the class's files once every shard is done (to "
+                         "grade all of DIR here, run without --shard, --shards and "
+                         "SLURM_ARRAY_TASK_ID)")
+
+
+def write_class(rows: list[Row], course: Course, args: argparse.Namespace,
+                roster: Roster | None) -> None:
+    """The class's files from its rows: the CSV, the roster's, the exports and the report.
+    ``batch`` and ``merge`` both end here, so the same rows give the same bytes."""
+    from . import batch, class_report
+
+    if roster is None:
+        batch.write_csv(rows, args.csv, course)
     class_report.finish(rows, course, report_dir=args.report, roster=roster, csv_path=args.csv,
                         exports=args.export, assignment=args.assignment)
     graded = sum(row.status == "graded" for row in rows)
     print(f"{graded} of {len(rows)} submissions graded; wrote {args.csv}", file=sys.stderr)
+
+
+def _merge(args: argparse.Namespace) -> int:
+    from . import exports, shards
+
+    course = load(args.course)
+    try:
+        roster = exports.load_for(args.export, args.roster)
+        rows = shards.merge(args.json_dir, args.submissions)
+    except (OSError, ValueError) as error:  # ShardError and RosterError are ValueErrors
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    write_class(rows, course, args, roster)
     return 0
+
+
+def _slurm(args: argparse.Namespace) -> int:
+    from . import slurm
+
+    try:
+        return slurm.main(args)
+    except (OSError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -167,6 +250,19 @@ def _class_options(parser: argparse.ArgumentParser) -> None:
                              "matches 'Title (id)' to an existing assignment)")
 
 
+def _shard_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--shard", metavar="K/N",
+                        help="grade only the K-th (from 0) of N slices of DIR's sorted folders, "
+                             "into --json-dir; then python -m grader merge (default: from "
+                             "SLURM_ARRAY_TASK_ID and _COUNT)")
+    parser.add_argument("--shards", type=int, metavar="N",
+                        help="N slices, K from SLURM_ARRAY_TASK_ID or Kubernetes' "
+                             "JOB_COMPLETION_INDEX")
+    parser.add_argument("--trust-submissions", action="store_true",
+                        help="grade even where this machine cannot isolate submissions (no "
+                             "namespaces, or not root and no cgroups); rows name the isolation")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m grader", description=__doc__)
     common = argparse.ArgumentParser(add_help=False)
@@ -188,7 +284,8 @@ def build_parser() -> argparse.ArgumentParser:
     many = sub.add_parser("batch", parents=[common],
                           help="grade every submission folder under DIR into a CSV")
     many.add_argument("dir", help="a folder holding one submission folder per student")
-    many.add_argument("--csv", required=True, metavar="FILE", help="write the scores here")
+    many.add_argument("--csv", metavar="FILE",
+                      help="write the scores here (needed unless grading a shard)")
     many.add_argument("--json-dir", metavar="DIR",
                       help="also write <student>.json per student (instructor view)")
     many.add_argument("--jobs", type=int, default=None,
@@ -198,7 +295,42 @@ def build_parser() -> argparse.ArgumentParser:
     many.add_argument("--report", metavar="DIR",
                       help="write the class report here (index.html, summary.json, summary.md)")
     _class_options(many)
+    _shard_options(many)
     many.set_defaults(func=_batch)
+
+    merge = sub.add_parser("merge", parents=[common],
+                           help="the class's CSV, report and exports from its shards' results")
+    merge.add_argument("json_dir", metavar="JSON_DIR",
+                       help="the --json-dir every batch --shard wrote into")
+    merge.add_argument("--submissions", required=True, metavar="DIR",
+                       help="the folder the shards graded: every student in it gets a row")
+    merge.add_argument("--csv", required=True, metavar="FILE", help="write the scores here")
+    merge.add_argument("--report", metavar="DIR",
+                       help="write the class report here (index.html, summary.json, summary.md)")
+    _class_options(merge)
+    merge.set_defaults(func=_merge)
+
+    cluster = sub.add_parser("slurm", parents=[common],
+                             help="write (and --submit) the Slurm jobs that grade DIR in shards")
+    cluster.add_argument("dir", help="a folder holding one submission folder per student")
+    cluster.add_argument("--shards", type=int, required=True, metavar="N",
+                         help="array tasks, each grading 1/N of the folders")
+    cluster.add_argument("--out", required=True, metavar="SHARED",
+                         help="a folder every node sees: grade.sbatch, merge.sbatch, results/, "
+                              "logs/, then grades.csv and report/")
+    cluster.add_argument("--partition", metavar="P")
+    cluster.add_argument("--time", metavar="T", help="each task's time limit (sbatch --time)")
+    cluster.add_argument("--cpus-per-task", type=int, default=2, metavar="C",
+                         help="CPUs per task, its --jobs (default 2)")
+    cluster.add_argument("--mem", metavar="M", help="memory per task (sbatch --mem)")
+    cluster.add_argument("--submit", action="store_true",
+                         help="submit both jobs with sbatch and print their ids")
+    _limit_options(cluster)
+    cluster.add_argument("--no-key", action="store_true", help="ignore solutions/ even if present")
+    cluster.add_argument("--trust-submissions", action="store_true",
+                         help="grade on nodes that cannot isolate submissions (see batch)")
+    _class_options(cluster)
+    cluster.set_defaults(func=_slurm)
 
     report = sub.add_parser("report", parents=[common],
                             help="the class report from an earlier batch's --json-dir")
