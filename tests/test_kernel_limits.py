@@ -68,7 +68,8 @@ def test_shared_memory_counts_toward_the_memory_limit(tmp):
     """, Limits(memory=256 * MiB, timeout=30))
     with sandbox, pytest.raises((WorkerLost, StudentError)) as lost:
         student.load()
-    assert "more than 0.25 GiB of memory (shared memory included)" in str(lost.value)
+    assert "out of memory: the worker used more than 0.25 GiB (shared memory included)" in str(
+        lost.value)
 
 
 def cpu_seconds(pids: set[str]) -> float:

@@ -92,6 +92,8 @@ def read_submission(sub: Submission, layout: Layout) -> Submission:
         sub.status = f"not a notebook ({error})"
         return sub
     sub.text = path.read_text(errors="replace")
+    if nbfile.has_surrogates(data):  # nbgrader writes the notebook back as UTF-8: escape them
+        sub.text = json.dumps(nbfile.without_surrogates(data))
     sub.found = nbfile.answers(data, layout.answers)
     sub.deleted = [n for n in layout.answers if n not in sub.found.files]
     problems = []

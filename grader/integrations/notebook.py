@@ -22,6 +22,7 @@ from typing import Any
 from ..core.course import COURSE_ENV, DEFAULT_COURSE, EXERCISES_BY_NAME, Course, load, number
 from ..core.course import KIT_ROOT as ROOT
 from ..core.exercise import Exercise
+from . import inert
 from .kernel import CELL_TIMEOUT, EXERCISE_TIMEOUT, exercise_file
 
 ASSIGNMENT = "attention"
@@ -279,6 +280,27 @@ def read_notebook(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
         raise NotANotebook("JSON without a list of cells")
     return data
+
+
+def without_surrogates(value: Any) -> Any:
+    """A notebook's JSON with every lone surrogate (valid in JSON, never in UTF-8) escaped."""
+    if isinstance(value, str):
+        return inert.text(value)
+    if isinstance(value, list):
+        return [without_surrogates(v) for v in value]
+    if isinstance(value, dict):
+        return {inert.text(k): without_surrogates(v) for k, v in value.items()}
+    return value
+
+
+def has_surrogates(value: Any) -> bool:
+    if isinstance(value, str):
+        return inert.text(value) != value
+    if isinstance(value, list):
+        return any(has_surrogates(v) for v in value)
+    if isinstance(value, dict):
+        return any(has_surrogates(k) or has_surrogates(v) for k, v in value.items())
+    return False
 
 
 def _text(source: Any) -> str:

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from . import inert
 from .batch import Row, find_submissions
 
 FOLDER = ".shards"  # in the results folder; a hidden name, so `report` reads past it
@@ -154,7 +155,7 @@ def write_plan(results: str | os.PathLike[str], count: int) -> None:
 def recorder(results: str | os.PathLike[str], shard: Shard, warnings: TextIO = sys.stderr):
     """``batch.run``'s ``on_row`` for a shard: the student's JSON, then the row. A row that
     cannot be written costs that student only (merge then names it: no result)."""
-    from .batch import write_json
+    from .batch import json_name, write_json
 
     folder = Path(results)
     write_plan(folder, shard.count)
@@ -162,7 +163,7 @@ def recorder(results: str | os.PathLike[str], shard: Shard, warnings: TextIO = s
     def record(row: Row) -> None:
         try:
             write_json([row], folder)
-            _replace(folder / FOLDER / "rows" / f"{row.student}.json",
+            _replace(folder / FOLDER / "rows" / json_name(row.student),
                      json.dumps({"shard": shard.index, "shards": shard.count,
                                  "row": row.__dict__}) + "\n")
         except (OSError, ValueError) as error:
@@ -180,7 +181,7 @@ def merge(results: str | os.PathLike[str], submissions: str | os.PathLike[str],
     folder = Path(results)
     if not folder.is_dir():
         raise ShardError(f"{folder} is not a folder of results (batch --shard ... --json-dir)")
-    names = [p.name for p in find_submissions(Path(submissions), warnings)]
+    names = [inert.name(p.name) for p in find_submissions(Path(submissions), warnings)]
     found: dict[str, Row] = {}
     counts: Counter[int] = Counter()
     rows_folder = folder / FOLDER / "rows"
@@ -191,6 +192,7 @@ def merge(results: str | os.PathLike[str], submissions: str | os.PathLike[str],
         try:
             record = json.loads(path.read_text(encoding="utf-8"))
             row = Row(**record["row"])
+            student = row.student  # a long name's file holds a digest: the row says whose
             counts[int(record["shards"])] += 1
         except (OSError, ValueError, KeyError, TypeError) as error:
             row = Row(student, f"not graded: unreadable result {path.name} ({error})")

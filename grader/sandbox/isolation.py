@@ -371,8 +371,8 @@ class Sandbox:
         oom = self.group.oom_kills() if self.group is not None else 0
         self.kill()
         if oom:
-            return (f"the worker used more than {self.limits.memory / GiB:g} GiB of memory "
-                    "(shared memory included): the kernel stopped it")
+            return (f"out of memory: the worker used more than {self.limits.memory / GiB:g} "
+                    "GiB (shared memory included), and the kernel stopped it")
         if status is None:
             return "the worker stopped answering"
         if os.WIFSIGNALED(status):
