@@ -88,11 +88,18 @@ signature and a docstring with the shapes, dtypes and errors it must raise; repl
 
     make grade                      # first run: creates .venv (Python 3.11+), then grades
     make grade EXERCISE=softmax     # one exercise
+    .venv/bin/pytest                # the same checks as pytest tests (after make grade)
+    .venv/bin/pytest exercises/softmax.py -x    # one file; stop at the first failing check
 
 The grader runs property checks (generated inputs, compared with PyTorch) and tells you, for a
 failing check, the property that broke and the smallest input that breaks it. Your code runs in
 a separate process per exercise: a crash, an infinite loop (60 s limit) or `sys.exit` costs
 that exercise only, and what your code prints is not part of the report.
+
+With `pytest` (and your editor's test panel, with `.venv` as the interpreter) each check is one
+test, `exercises/<exercise>.py::<check>` (`pytest -k softmax`, `pytest --lf`, `pytest -m
+bonus`): a failing one shows the same text as the report, a check you have not implemented yet
+is an `xfail`, and the run ends with the same points as `make grade`.
 
 {bonus}
 Your instructor grades with the same public checks plus a few hidden ones that compare with an

@@ -48,7 +48,7 @@ IGNORED_BY_DEFAULT = (DeprecationWarning, PendingDeprecationWarning, ImportWarni
 NOT_IMPLEMENTED = "not implemented yet"
 
 
-# -- what the exercise modules declare, read from their source ---------------------------------
+# -- what the exercise modules declare, read from their source -------------------------------------
 @dataclass(frozen=True)
 class Declared:
     """An exercise as its module declares it; enough for ``grader.core.course.parse``."""
@@ -122,7 +122,7 @@ def _imported() -> dict[str, Declared]:
             for name, e in discover().items()}
 
 
-# -- the verdicts: one exercise's result, check by check ------------------------------------------
+# -- the verdicts: one exercise's result, check by check -------------------------------------------
 @dataclass(frozen=True)
 class Verdict:
     outcome: str  # "passed", "failed" or "not implemented"
@@ -144,7 +144,7 @@ def verdicts(result: Any) -> dict[str, Verdict]:
     return found
 
 
-# -- the session's state ------------------------------------------------------------------------
+# -- the session's state ---------------------------------------------------------------------------
 class Kit:
     """The exercises of ``root`` (the kit's folder) and what this session graded of them."""
 
@@ -154,6 +154,7 @@ class Kit:
         self.root = root
         self.folder = root / "exercises"
         self.course = load(known=catalogue())  # the rubric `make grade` reads, as declared
+        self.grading: Any = None  # the same course with the exercises themselves, to grade
         key = KIT_ROOT / "solutions"  # engine.DEFAULT_KEY: hidden checks run only next to it
         self.key = key if all((key / f"{n}.py").is_file()
                               for n in self.course.names("core")) else None
@@ -188,8 +189,9 @@ class Kit:
                 warnings.resetwarnings()
                 for category in IGNORED_BY_DEFAULT:
                     warnings.simplefilter("ignore", category)
-                graded = engine.grade_submission(
-                    self.folder, course=load(), exercises=[name], key_folder=engine.DEFAULT_KEY)
+                self.grading = self.grading or load()
+                graded = engine.grade_submission(self.folder, course=self.grading,
+                                                 exercises=[name], key_folder=engine.DEFAULT_KEY)
         except (engine.BadSubmission, CourseError, ValueError) as error:
             self.failures[name] = str(error)
             return
@@ -217,11 +219,16 @@ def _kit(config: pytest.Config) -> Kit | None:
     """The session's Kit, made when the first exercise file is collected (a run that collects
     none, such as the kit's own tests, never loads the course)."""
     if KIT not in config.stash and ROOT in config.stash:
-        config.stash[KIT] = Kit(config.stash[ROOT])
+        from ..core.course import CourseError
+
+        try:
+            config.stash[KIT] = Kit(config.stash[ROOT])
+        except CourseError as error:  # the course file's one line, no traceback
+            raise pytest.Collector.CollectError(str(error)) from None
     return config.stash.get(KIT, None)
 
 
-# -- the hooks ----------------------------------------------------------------------------------
+# -- the hooks -------------------------------------------------------------------------------------
 def pytest_configure(config: pytest.Config) -> None:
     root = Path(config.rootpath).resolve()
     if root != KIT_ROOT or not (root / "exercises").is_dir():
@@ -271,7 +278,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         terminalreporter.write_line(f"{name}: not graded: {why}")
 
 
-# -- the collected nodes --------------------------------------------------------------------------
+# -- the collected nodes ---------------------------------------------------------------------------
 class CheckFailure(Exception):
     """A check that did not get full points; its message is the report's text for it."""
 
