@@ -253,6 +253,7 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector):
     return [*kept, ExerciseFile.from_parent(parent, path=file_path)]
 
 
+@pytest.hookimpl(tryfirst=True)  # before --ff, --lf and -m reorder or deselect
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
                                   items: list[pytest.Item]) -> None:
     """The checks in the course's order (softmax before attention), as ``make grade`` lists
