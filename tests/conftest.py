@@ -26,6 +26,15 @@ def key_result():
 
 
 @pytest.fixture(scope="session")
+def zoo_results():
+    """Every zoo entry graded once per test session (``zoo.catalog.grade_many``): entry ->
+    exercise -> ExerciseResult. The zoo's tests and the pytest plugin's read the same grades."""
+    from zoo.catalog import ENTRIES, grade_many
+
+    return {name: result.results for name, result in grade_many(ENTRIES, processes=2).items()}
+
+
+@pytest.fixture(scope="session")
 def nbgrader_base():
     """A folder other users may enter, as a course folder usually is: only the isolation then
     keeps a student's code out of the courses built in it."""

@@ -19,18 +19,12 @@ from zoo.catalog import (
     WRONG,
     apply_patch,
     build,
-    grade_many,
     graded_exercises,
 )
 
 from grader.core.delegation import violations
 from grader.core.diagnose import catalog, feedback_line
 from grader.integrations import report
-
-
-@pytest.fixture(scope="module")
-def zoo_results():
-    return {name: result.results for name, result in grade_many(ENTRIES, processes=2).items()}
 
 
 def ids(entries):

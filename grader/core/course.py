@@ -15,12 +15,14 @@ import math
 import os
 import secrets
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .exercise import TRACKS, Exercise
+if TYPE_CHECKING:  # not imported: the course is read without Hypothesis (pytest's collection)
+    from .exercise import Exercise
 
 KIT_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_COURSE = KIT_ROOT / "course.toml"
@@ -30,6 +32,7 @@ SECRET_ENV = "ATTENTION_KIT_SECRET"  # overrides the file (the kit's own tests f
 DEFAULT_TOLERANCES = {"float64": (1e-7, 1e-9), "float32": (1e-4, 1e-5)}
 COURSE_KEYS = {"examples", "hints", "tolerances"}
 EXERCISE_KEYS = {"enabled", "track", "points", "order"}
+TRACKS = ("core", "bonus")
 
 
 class CourseError(ValueError):
@@ -135,9 +138,13 @@ def _require(condition: bool, where: str, message: str) -> None:
         raise CourseError(f"{where}: {message}")
 
 
-def parse(data: dict[str, Any], path: Path | None = None) -> Course:
+def parse(data: dict[str, Any], path: Path | None = None,
+          known: Mapping[str, Any] | None = None) -> Course:
+    """The course ``data`` describes. ``known``: the exercises by name (default: every module
+    of ``grader.problems``); anything with an Exercise's name, track, points and order will do
+    (the pytest plugin lists checks from the modules' source, without importing them)."""
     where = str(path) if path else "course"
-    known = EXERCISES_BY_NAME()
+    known = EXERCISES_BY_NAME() if known is None else known
     unknown = set(data) - {"course", "exercises"}
     _require(not unknown, where, f"unknown table(s) {sorted(unknown)}; expected [course] and "
              "[exercises.NAME]")
@@ -188,19 +195,20 @@ def parse(data: dict[str, Any], path: Path | None = None) -> Course:
     return Course(path, tuple(settings), examples, hints, tolerances)
 
 
-def load(path: str | os.PathLike[str] | None = None) -> Course:
+def load(path: str | os.PathLike[str] | None = None,
+         known: Mapping[str, Any] | None = None) -> Course:
     """The course in ``path``; without one, ``$ATTENTION_KIT_COURSE`` or the kit's
-    ``course.toml``; with neither, every exercise's own defaults."""
+    ``course.toml``; with neither, every exercise's own defaults (``known``: see ``parse``)."""
     chosen = Path(path) if path else Path(os.environ.get(COURSE_ENV) or DEFAULT_COURSE)
     if not chosen.is_file():
         if path or os.environ.get(COURSE_ENV):
             raise CourseError(f"{chosen}: no such course file")
-        return parse({})
+        return parse({}, known=known)
     try:
         data = tomllib.loads(chosen.read_text())
     except tomllib.TOMLDecodeError as error:
         raise CourseError(f"{chosen}: {error}") from None
-    return parse(data, chosen.resolve())
+    return parse(data, chosen.resolve(), known)
 
 
 def course_secret(key_folder: Path) -> str:

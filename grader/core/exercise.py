@@ -27,10 +27,10 @@ from typing import Any
 from hypothesis import HealthCheck, Phase, Verbosity, seed, settings
 from hypothesis.internal.conjecture import providers as _providers
 
+from .course import TRACKS
 from .delegation import NUMPY_RULE, Rule
 
 FRAMEWORKS = ("numpy", "torch")
-TRACKS = ("core", "bonus")
 
 # Hypothesis mixes into its draws the literals of every "local" module that happens to be
 # imported (grader.batch, grader.gradescope, test files...), so the same check drew different

@@ -28,6 +28,26 @@ def without_hidden_checks(source: str) -> str:
     """An exercise module's source with its hidden checks cut out."""
     return HIDDEN.sub("", source)
 
+
+PYTEST_TABLE = re.compile(r"^\[tool\.pytest\.ini_options\]\n.*?(?=^\[|\Z)", re.M | re.S)
+# The kit's table points pytest at the kit's own tests/, which the handout does not have.
+HANDOUT_PYTEST = """\
+[tool.pytest.ini_options]
+# `pytest` runs the grader's checks on exercises/, one test per check (the kit's pytest plugin,
+# grader/integrations/pytest_plugin.py), and ends with the points `make grade` gives.
+testpaths = ["exercises"]
+filterwarnings = ["error"]
+
+"""
+
+
+def handout_pyproject(text: str) -> str:
+    """The kit's ``pyproject.toml`` with the handout's pytest settings."""
+    found, count = PYTEST_TABLE.subn(lambda _: HANDOUT_PYTEST, text)
+    if count != 1:
+        raise ValueError("pyproject.toml has no [tool.pytest.ini_options] table")
+    return found
+
 MAKEFILE = """\
 # Grade your work: `make grade` (the first run creates .venv and installs the pinned versions).
 PYTHON ?= python3
@@ -68,11 +88,18 @@ signature and a docstring with the shapes, dtypes and errors it must raise; repl
 
     make grade                      # first run: creates .venv (Python 3.11+), then grades
     make grade EXERCISE=softmax     # one exercise
+    .venv/bin/pytest                # the same checks as pytest tests (after make grade)
+    .venv/bin/pytest exercises/softmax.py -x    # one file; stop at the first failing check
 
 The grader runs property checks (generated inputs, compared with PyTorch) and tells you, for a
 failing check, the property that broke and the smallest input that breaks it. Your code runs in
 a separate process per exercise: a crash, an infinite loop (60 s limit) or `sys.exit` costs
 that exercise only, and what your code prints is not part of the report.
+
+With `pytest` (and your editor's test panel, with `.venv` as the interpreter) each check is one
+test, `exercises/<exercise>.py::<check>` (`pytest -k softmax`, `pytest --lf`, `pytest -m
+bonus`): a failing one shows the same text as the report, a check you have not implemented yet
+is an `xfail`, and the run ends with the same points as `make grade`.
 
 {bonus}
 Your instructor grades with the same public checks plus a few hidden ones that compare with an
@@ -112,8 +139,8 @@ def build(target: Path = DEFAULT_TARGET, course: Course | None = None) -> Path:
         destination = target / "grader" / relative
         destination.parent.mkdir(parents=True, exist_ok=True)
         destination.write_text(without_hidden_checks(path.read_text()))
-    for name in ("pyproject.toml", "requirements.lock"):
-        shutil.copyfile(ROOT / name, target / name)
+    shutil.copyfile(ROOT / "requirements.lock", target / "requirements.lock")
+    (target / "pyproject.toml").write_text(handout_pyproject((ROOT / "pyproject.toml").read_text()))
     if course.path is not None:
         shutil.copyfile(course.path, target / "course.toml")
     (target / "Makefile").write_text(MAKEFILE)

@@ -114,22 +114,39 @@ def _failures(name: str, e: ExerciseResult) -> list[str]:
     return lines
 
 
-def render(result: SubmissionResult, *, show_output: bool = False) -> str:
-    lines = [f"Grading {result.path}", ""]
-    width = max(len(n) for n in [*result.results, "bonus total"]) + 2
-    lines += _table(result.exercises, width, "exercise", "total", result.score,
-                    result.max_score)
+def _width(result: SubmissionResult) -> int:
+    return max(len(n) for n in [*result.results, "bonus total"]) + 2
+
+
+def _core_table(result: SubmissionResult) -> list[str]:
+    """The core exercises' table, and what the hidden checks add where they did not run."""
+    lines = _table(result.exercises, _width(result), "exercise", "total", result.score,
+                   result.max_score)
     if not result.key_present:
         lines.append(
             f"\n(No answer key here: graded on the public property and torch checks. "
             f"{result.hidden_points_skipped} more points come from hidden checks your "
             "instructor runs.)"
         )
+    return lines
+
+
+def _bonus_table(result: SubmissionResult) -> list[str]:
+    return [""] + _table(result.bonus, _width(result), "bonus", "bonus total",
+                         result.bonus_score, result.bonus_max_score)
+
+
+def summary(result: SubmissionResult) -> str:
+    """The report's tables without the failing checks' sections (``pytest`` ends with it)."""
+    return "\n".join(_core_table(result) + (_bonus_table(result) if result.bonus else []))
+
+
+def render(result: SubmissionResult, *, show_output: bool = False) -> str:
+    lines = [f"Grading {result.path}", "", *_core_table(result)]
     for name, e in result.exercises.items():
         lines += _failures(name, e)
     if result.bonus:
-        lines += [""] + _table(result.bonus, width, "bonus", "bonus total", result.bonus_score,
-                               result.bonus_max_score)
+        lines += _bonus_table(result)
         for name, e in result.bonus.items():
             lines += _failures(name, e)
     if show_output:
