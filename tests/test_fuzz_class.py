@@ -184,6 +184,8 @@ answer_cells = st.builds(
 @MANY
 @example(nb={"cells": [{"cell_type": "code", "source": "%%exercise softmax\nx = '\ud800'",
                         "metadata": {"nbgrader": {"grade_id": "softmax"}}}]})
+@example(nb={"cells": [{"cell_type": "code", "source": "%%exercise kv_cache\nx" + ".y" * 200_000,
+                        "metadata": {"nbgrader": {"grade_id": "kv_cache"}}}]})
 @given(nb=st.one_of(json_values, st.builds(lambda cells: {"cells": cells},
                                            st.lists(answer_cells | json_values, max_size=5))))
 def test_any_notebook_json_is_read_or_refused_with_a_reason(nb):
@@ -196,6 +198,16 @@ def test_any_notebook_json_is_read_or_refused_with_a_reason(nb):
             return
         written = notebook.write_answers(notebook.answers(data), Path(tmp) / "answers")
         assert all(p.is_file() for p in written)
+
+
+@MANY
+@example(names=[b"bob\xa0", "bob\u00a0".encode()])
+@example(names=["\U000f0000".encode(), "\uf0000".encode()])
+@given(names=st.lists(name_bytes, min_size=2, max_size=6, unique=True))
+def test_different_folders_never_share_a_name(names):
+    shown = [inert.name(os.fsdecode(n)) for n in names]
+    assert len(set(shown)) == len(shown)
+    assert all(s.isprintable() for s in shown)
 
 
 @MANY

@@ -120,6 +120,10 @@ def test_a_students_busy_processes_get_one_cpu_and_stay_in_their_group(tmp):
         time.sleep(2.0)
         used, wall = cpu_seconds(procs) - before, time.monotonic() - start
         assert used <= 1.15 * wall * cgroups.STUDENT_CPUS, (used, wall)
+        student_memory = group.folders["memory"].parent / (
+            "memory.limit_in_bytes" if cgroups.hierarchy().version == 1 else "memory.max")
+        assert int(student_memory.read_text()) == (  # the key's worker shares the student's
+            Limits().memory + 2 * cgroups.MEMORY_HEADROOM)
         assert int((group.folders["pids"] / "pids.max").read_text()) == (
             Limits().processes + cgroups.PROCESSES_OF_THE_KIT)
     for folder in group.folders.values():  # gone with the worker

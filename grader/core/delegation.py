@@ -431,8 +431,12 @@ def verdict(source: str, rule: Rule, own_modules: frozenset[str] = frozenset()) 
     """Why ``source`` may not be graded, or None: what it uses and where, then the rule it
     breaks ("it uses import torch (line 1), and a NumPy exercise may not use torch, ..."),
     one such sentence per rule broken."""
+    try:
+        found = _findings(source, rule, own_modules)
+    except (RecursionError, MemoryError):  # Python's own parser gives up on it too
+        return "it is nested too deeply for Python's parser (line 1)"
     groups: dict[str, list[str]] = {}
-    for line, _, what, why in _findings(source, rule, own_modules):
+    for line, _, what, why in found:
         groups.setdefault(why, []).append(f"{what} (line {line})")
     if not groups:
         return None

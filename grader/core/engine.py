@@ -350,7 +350,7 @@ def imported_names(source: str) -> set[str]:
     """The first part of every module ``source`` imports, relative imports included."""
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return set()
     names = set()
     for node in ast.walk(tree):

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +40,7 @@ NO_SUBMISSION = "no submission"
 CANVAS_STUDENT_COLUMNS = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
 CANVAS_POINTS_POSSIBLE = "    Points Possible"  # Canvas's export indents it; its importer looks
 #                                                 for the words anywhere in the first cell
+POINTS_POSSIBLE = re.compile(r"(points)\s*(possible)", re.IGNORECASE)
 GRADESCOPE_COLUMNS = ("Name", "SID", "Email", "Total Score", "Max Points", "Status")
 
 
@@ -191,10 +193,17 @@ def write_canvas(found: Match, path: str | os.PathLike[str], course: Course,
         writer.writerow([CANVAS_POINTS_POSSIBLE, "", "", "", "", str(number(course.total()))])
         for entry, row in found.lines:
             entry = entry or {}
-            name = entry.get("name") or (row.student if row else "")
+            name = not_points_possible(entry.get("name") or (row.student if row else ""))
             writer.writerow([name, entry.get("id", ""), entry.get("sis_user_id", ""),
                              entry.get("sis_login_id", ""), entry.get("section", ""),
                              _score(row)])
+
+
+def not_points_possible(name: str) -> str:
+    """A student's name that Canvas's importer cannot take for its Points Possible row (it
+    looks for those words anywhere in a line's first cell, and the last such line sets the
+    assignment's points): the words get an underscore between them."""
+    return POINTS_POSSIBLE.sub(lambda m: f"{m[1]}_{m[2]}", name)
 
 
 def write_gradescope(found: Match, path: str | os.PathLike[str], course: Course) -> None:

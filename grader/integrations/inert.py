@@ -5,9 +5,9 @@ the kit's files they are data, never markup, formulas or the report's own lines:
 
 - ``text``: any string as valid Unicode (a lone surrogate, which no UTF-8 file can hold,
   becomes its ``\\udXXX`` escape), so writing it never fails;
-- ``name``: a folder name as one line of text, one to one: bytes that are not UTF-8 and
-  characters that do not print as ``\\xNN``, a backslash doubled, so two folders never
-  share a name;
+- ``name``: a folder name as one line of text, one to one: a byte that is not UTF-8 as
+  ``\\xNN``, a character that does not print as ``\\uNNNN``, a backslash doubled, so two
+  folders never share a name;
 - ``csv_cell``: one formula guard for every cell of every CSV the kit writes (``csv_text``
   reads it back);
 - ``markdown``: a table cell or list item of ``summary.md`` (no HTML, no Markdown syntax);
@@ -38,16 +38,24 @@ def text(value: Any) -> str:
 
 def name(folder: str) -> str:
     """A folder name (as ``os.listdir`` gives it) as one line of text: the same name for the
-    same folder, different names for different folders. Bytes that are not UTF-8 become
-    ``\\xNN``, a character that does not print (a line break, a tab) its escape, and a
-    backslash is doubled."""
+    same folder, different names for different folders. A byte that is not UTF-8 becomes
+    ``\\xNN``, a character that does not print ``\\uNNNN`` (``\\UNNNNNNNN`` past U+FFFF),
+    and a backslash is doubled, so no name can spell another's escape."""
     raw = os.fsencode(folder)
     if b"\\" not in raw and _utf8(raw) and folder.isprintable():
         return folder
-    decoded = raw.replace(b"\\", b"\\\\").decode("utf-8", "backslashreplace")
-    return "".join(c if c.isprintable() or c == "\\" else
-                   f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
-                   for c in decoded)
+    text = raw.decode("utf-8", "surrogateescape")
+    out = []
+    for c in text:
+        if c == "\\":
+            out.append("\\\\")
+        elif 0xDC80 <= ord(c) <= 0xDCFF:  # a byte that is not UTF-8
+            out.append(f"\\x{ord(c) - 0xDC00:02x}")
+        elif not c.isprintable():
+            out.append(f"\\u{ord(c):04x}" if ord(c) <= 0xFFFF else f"\\U{ord(c):08x}")
+        else:
+            out.append(c)
+    return "".join(out)
 
 
 def _utf8(raw: bytes) -> bool:

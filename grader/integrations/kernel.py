@@ -90,7 +90,7 @@ def exercise_file(exercise: str, cell: str) -> str:
     """
     try:
         imports = _sibling_imports(exercise, ast.parse(cell))
-    except (SyntaxError, ValueError):  # a lone surrogate is a UnicodeEncodeError
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # a lone surrogate: ValueError
         imports = []  # the file will not import, and the grader says so
     header = FILE_HEADER.format(name=exercise)
     return ("; ".join(imports) + "  " + header if imports else header) + "\n" + cell

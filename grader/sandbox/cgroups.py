@@ -5,7 +5,8 @@ group counts every process in it, whatever it maps or forks. When the grading pr
 make groups (root, with the memory, pids and cpu controllers of cgroup v1 or v2), it makes,
 under its own group in each hierarchy::
 
-    attention-kit/g<grading pid>/          one student: CPU share and hard cap (one CPU)
+    attention-kit/g<grading pid>/          one student: CPU share and hard cap (one CPU), and
+                                           memory for all their workers together
     attention-kit/g<grading pid>/w<n>/     one worker: memory (shared memory counted), pids
 
 and the worker's keeper joins ``w<n>`` before it forks anything (``zygote.keeper``), so the
@@ -131,8 +132,10 @@ def _kit_folders() -> dict[str, Path] | None:
         return None
 
 
-def _student_folders() -> dict[str, Path] | None:
-    """This grading process's group (one student's): made on first use, its CPU capped."""
+def _student_folders(memory: int) -> dict[str, Path] | None:
+    """This grading process's group (one student's): made on first use, its CPU capped, and
+    its memory: the student's worker and the answer key's (which answers its questions) run
+    side by side, and together get ``memory`` once, with both their start-up headrooms."""
     kit = _kit_folders()
     if kit is None:
         return None
@@ -144,6 +147,7 @@ def _student_folders() -> dict[str, Path] | None:
     for folder in set(folders.values()):
         folder.mkdir(exist_ok=True)
     if made:
+        _limit_memory(folders["memory"], memory + 2 * MEMORY_HEADROOM, version)
         if version == 1:
             _write(cpu / "cpu.shares", "1024")
             _write(cpu / "cpu.cfs_period_us", str(CPU_PERIOD_US))
@@ -153,6 +157,19 @@ def _student_folders() -> dict[str, Path] | None:
             _write(cpu / "cpu.max", f"{CPU_PERIOD_US * STUDENT_CPUS} {CPU_PERIOD_US}")
             _write(cpu / "cgroup.subtree_control", " ".join(f"+{c}" for c in CONTROLLERS))
     return folders
+
+
+def _limit_memory(folder: Path, limit: int, version: int) -> None:
+    """At most ``limit`` bytes of memory for the group's processes, swap included."""
+    if version == 1:
+        _write(folder / "memory.limit_in_bytes", str(limit))
+        swap = folder / "memory.memsw.limit_in_bytes"
+        if swap.is_file():
+            _write(swap, str(limit))
+    else:
+        _write(folder / "memory.max", str(limit))
+        with contextlib.suppress(OSError):
+            _write(folder / "memory.swap.max", "0")
 
 
 class WorkerGroup:
@@ -195,23 +212,14 @@ def worker_group(memory: int, processes: int) -> WorkerGroup | None:
     """A new group for one worker allowed ``memory`` bytes and ``processes`` processes, or None
     where groups are not available. OSError where they are and making one failed."""
     found = hierarchy()
-    student = _student_folders() if found is not None else None
+    student = _student_folders(memory) if found is not None else None
     if found is None or student is None:
         return None
     name = f"w{next(_sequence)}"
     folders = {c: f / name for c, f in student.items()}
     for folder in set(folders.values()):
         folder.mkdir()
-    limit = str(memory + MEMORY_HEADROOM)
-    if found.version == 1:
-        _write(folders["memory"] / "memory.limit_in_bytes", limit)
-        swap = folders["memory"] / "memory.memsw.limit_in_bytes"
-        if swap.is_file():
-            _write(swap, limit)
-    else:
-        _write(folders["memory"] / "memory.max", limit)
-        with contextlib.suppress(OSError):
-            _write(folders["memory"] / "memory.swap.max", "0")
+    _limit_memory(folders["memory"], memory + MEMORY_HEADROOM, found.version)
     _write(folders["pids"] / "pids.max", str(processes + PROCESSES_OF_THE_KIT))
     return WorkerGroup(folders, found.version)
 

@@ -52,10 +52,11 @@ CONTROL = dict.fromkeys([*range(0, 9), *range(11, 32), 127, *range(128, 160)], "
 
 
 def printable(text: Any, cap: int) -> str:
-    """Student-made text as it may be shown: at most ``cap`` characters, no control characters
-    (an escape sequence cannot redraw the instructor's terminal), and nothing a UTF-8 file
-    cannot hold (a lone surrogate is written as its escape)."""
-    text = str(text)
+    """Student-made text as it may be shown: one line (its line breaks as `` / ``, so it cannot
+    pass for a line of a report), at most ``cap`` characters, no control characters (an
+    escape sequence cannot redraw the instructor's terminal), and nothing a UTF-8 file cannot
+    hold (a lone surrogate is written as its escape)."""
+    text = " / ".join(line.strip() for line in str(text).splitlines() if line.strip())
     text = (text[:cap] + " [...]" if len(text) > cap else text).translate(CONTROL)
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
