@@ -13,6 +13,7 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 from submission_tools import COURSE, KIT
 from zoo.catalog import CORRECT, KEY
@@ -77,6 +78,25 @@ def independent(tmp_path_factory) -> dict[str, Path]:
 
 def pairs(found: similarity.Similarity) -> set[tuple[str, str, str]]:
     return {(*p["students"], p["exercise"]) for p in found.pairs}
+
+
+def test_scores_are_copydetects_own(independent):
+    """The vectorised shares equal copydetect's compare_files on the same fingerprints."""
+    from copydetect import compare_files
+
+    stub = np.array(sorted(similarity.fingerprint(
+        (KIT / "exercises" / "softmax.py").read_text()).hashes))
+    texts = [(folder / "softmax.py").read_text() for folder in independent.values()
+             if (folder / "softmax.py").is_file()]
+    prints = [similarity.fingerprint(text, stub) for text in [*texts, disguise(texts[0])]]
+    compared = 0
+    for a in prints:
+        for b in prints:
+            if a is not b:
+                expected = compare_files(a, b)[1]
+                assert similarity.shares(a, b) == pytest.approx(expected, abs=1e-12)
+                compared += expected[0] > 0
+    assert compared > len(prints)  # most pairs share something
 
 
 def test_independent_correct_solutions_are_not_flagged(independent):
