@@ -57,6 +57,26 @@ def test_a_patch_that_no_longer_fits_the_key_fails_loudly():
         apply_patch(moved, entry.file.read_text().split("\n", 1)[1])
 
 
+PATCHES = [e for e in WRONG if e.file.suffix == ".patch"]
+
+
+@pytest.mark.parametrize("entry", PATCHES, ids=ids(PATCHES))
+def test_a_patch_follows_the_key_when_a_line_above_it_is_wrapped(entry):
+    """Wrapping one line of the key, above the patch's hunks, breaks no patch: hunks are
+    applied where their text is."""
+    key = (KEY / f"{entry.exercise}.py").read_text()
+    patch = entry.file.read_text().split("\n", 1)[1]
+    touched = {line[1:] for line in patch.splitlines(keepends=True) if line[:1] in " -"}
+    line = next(line for line in key.splitlines(keepends=True)
+                if len(line) > 50 and ", " in line.strip() and line not in touched
+                and key.count(line) == 1)
+    cut = line.index(", ") + 1
+    indent = " " * (len(line) - len(line.lstrip()) + 4)
+    wrapped = line[:cut] + "\n" + indent + line[cut + 1:]
+    assert apply_patch(key.replace(line, wrapped), patch) == apply_patch(key, patch).replace(
+        line, wrapped)
+
+
 @pytest.mark.parametrize("entry", ENTRIES, ids=ids(ENTRIES))
 def test_other_exercises_are_untouched_copies_of_the_key(entry, tmp_path):
     submission = build(entry, tmp_path)
