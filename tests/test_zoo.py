@@ -8,6 +8,8 @@ bonus entry on its own exercise (``zoo.catalog.graded_exercises``).
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 from submission_tools import COURSE, EXERCISES
 from zoo.catalog import (
@@ -55,6 +57,19 @@ def test_a_patch_that_no_longer_fits_the_key_fails_loudly():
     assert moved != key
     with pytest.raises(ValueError, match="does not fit the key"):
         apply_patch(moved, entry.file.read_text().split("\n", 1)[1])
+
+
+def test_make_zoo_grades_one_exercise_when_asked():
+    from zoo import matrix
+
+    run = subprocess.run(["make", "-n", "zoo", "EXERCISE=rope"], cwd=KEY.parent,
+                         capture_output=True, text=True, timeout=60)
+    assert "tests/zoo/matrix.py --exercise rope" in run.stdout, run.stdout + run.stderr
+    rope = matrix.select(["rope"])
+    assert rope and rope == [e for e in ENTRIES if e.exercise == "rope"]
+    assert matrix.select([]) == list(ENTRIES)
+    with pytest.raises(SystemExit):
+        matrix.main(["--exercise", "alibi"])
 
 
 PATCHES = [e for e in WRONG if e.file.suffix == ".patch"]
