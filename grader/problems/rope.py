@@ -24,7 +24,9 @@ from ..core.exercise import Exercise
 from ..core.strategies import FLOAT_DTYPES, Seeded, floats_array, seeds
 
 EX = Exercise("rope", functions=("rotary_embedding",), framework="numpy", track="bonus",
-              points=10, order=11, title="`rotary_embedding(x, positions, base=10000.0)`")
+              points=10, order=11,
+              title="`rotary_embedding(x, positions, base=10000.0)`: RoFormer's interleaved "
+                    "pairs, in NumPy")
 
 
 # -- reference ----------------------------------------------------------------------------------
