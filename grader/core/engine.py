@@ -123,13 +123,22 @@ class SubmissionResult:
 
 # -- one check --------------------------------------------------------------------------------
 def _inputs(ctx: Context) -> str:
-    """The current example's inputs; a NamedTuple case shows its fields directly."""
+    """The current example's inputs, each under its own name. A NamedTuple case shows its
+    fields directly (``lengths [2 1], t 3``), unless one of them is named like another input
+    shown: then it reads ``padding (lengths [1], t 1)``, so no two inputs share a name."""
+    names: dict[str, int] = {}
+    for name, value in ctx.example.items():
+        for shown in getattr(value, "_fields", (name,)):
+            names[shown] = names.get(shown, 0) + 1
     parts = []
     for name, value in ctx.example.items():
-        if hasattr(value, "_fields"):
-            parts.append(assertions.fmt(value))
-        else:
+        fields = getattr(value, "_fields", None)
+        if fields is None:
             parts.append(f"{name} {assertions.fmt(value)}")
+        elif any(names[f] > 1 for f in fields):
+            parts.append(f"{name} ({assertions.fmt(value)})")
+        else:
+            parts.append(assertions.fmt(value))
     return ", ".join(parts)
 
 
