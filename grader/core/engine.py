@@ -32,7 +32,7 @@ from ..sandbox.isolation import (
 from . import assertions
 from .course import KIT_ROOT, Course, course_secret, load, number
 from .delegation import Rule, verdict
-from .diagnose import diagnose, feedback_line
+from .diagnose import diagnose, note_misconceptions
 from .exercise import Check, Context, Exercise
 from .student import AnswerKey, NotImplementedYet, Student
 
@@ -238,17 +238,21 @@ def grade_exercise(
         result.checks = [_zero(c, points[c.name], result.error) for c in checks]
         return result
     found: list[str] = []
+    evidence: dict[str, list[tuple]] = {}  # a failing check -> the calls of its shown example
+    probed: dict[str, tuple] = {}  # a misconception -> the probe's call that showed it
     framework = exercise.framework
     try:
         with Sandbox(view, exercise.name, limits=limits, framework=framework) as sandbox:
             try:
                 student = _loaded(sandbox, exercise, stand_ins)
                 ctx = Context(student, None, devices)
+                student._calls = ctx.calls
                 for check in visible:
                     result.checks.append(
                         run_check(check, ctx, course, points[check.name], secret))
+                    evidence[check.name] = list(ctx.calls)
                 if not all(c.passed for c in result.checks):
-                    found = diagnose(exercise, student)  # probes are visible calls
+                    found = diagnose(exercise, student, probed)  # probes are visible calls
             finally:
                 result.output = sandbox.output()
         if hidden:
@@ -256,17 +260,20 @@ def grade_exercise(
                 try:
                     student = _loaded(sandbox, exercise, stand_ins)
                     ctx = Context(student, AnswerKey(key_folder, exercise), devices)
+                    student._calls = ctx.calls
                     for check in hidden:
                         result.checks.append(
                             run_check(check, ctx, course, points[check.name], secret))
+                        evidence[check.name] = list(ctx.calls)
                     if not found and not all(c.passed for c in result.checks):
-                        found = diagnose(exercise, student)  # only a hidden check failed
+                        found = diagnose(exercise, student, probed)  # only a hidden one failed
                 except (_LoadFailed, WorkerLost):
                     raise WorkerLost(HIDDEN_LOST) from None
                 finally:
                     result.output = joined_output(result.output, sandbox.output())
         if found or not all(c.passed for c in result.checks):
-            note_misconceptions(result, found, hints=course.hints, exercise=exercise)
+            note_misconceptions(result, found, hints=course.hints, exercise=exercise,
+                                evidence=evidence, probed=probed)
     except (_LoadFailed, WorkerLost) as error:
         result.error = getattr(error, "reason", None) or str(error)
         done = {c.name for c in result.checks}
@@ -362,18 +369,6 @@ def imported_names(source: str) -> set[str]:
         elif isinstance(node, ast.ImportFrom):  # from . import helper
             names.update(a.name for a in node.names)
     return names
-
-
-def note_misconceptions(result: ExerciseResult, found: list[str], *, exercise: Exercise,
-                        hints: bool = True) -> None:
-    """Record the diagnosed mistakes; a failing check gets the hint of each one that explains
-    its failure (``Exercise.probe``), and no other."""
-    result.misconceptions = sorted(found)
-    for c in result.checks:
-        lines = [feedback_line(m) for m in result.misconceptions
-                 if exercise.explains(m, c.name, hidden=c.hidden)]
-        if hints and lines and not c.passed:
-            c.feedback = "\n".join([c.feedback, *lines])
 
 
 class _LoadFailed(Exception):
