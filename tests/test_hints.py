@@ -98,7 +98,7 @@ def test_an_example_too_small_to_show_the_mistake_gets_the_probes_input_beside_i
     assert "Smallest failing input: x [[2.125, 0.875]]" in matches  # d = 2
     assert hint in matches
     assert "The mistake shows on the probe's input (rotary_embedding): x [[[1.0806" in matches
-    assert "positions [7, 4, 9] (int64), base 10000" in matches
+    assert "(float64, shape (2, 3, 6)), positions [7, 4, 9] (int64)" in matches
     assert hint in checks["test_known_rotations"].feedback  # d = 4 shows it: no probe input
     assert "probe's input" not in checks["test_known_rotations"].feedback
     assert hint not in checks["test_rope_matches_answer_key"].feedback
