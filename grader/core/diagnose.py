@@ -89,7 +89,9 @@ def earned(exercise: Exercise, misconception_id: str, calls: list[tuple]) -> str
     the reference's), CANNOT_SHOW (the student answered with values of the right shape, and
     on every call the mistake gives the reference's own answer: the example is too small to
     tell) or DOES_NOT_SHOW (the failure is something else: an exception, another shape,
-    another value). None: the mistake has no mistaken version for these calls."""
+    another value). A mistaken version that raises where the reference answers shows the
+    mistake in a call that raised the same exception. None: the mistake has no mistaken
+    version for these calls."""
     versions = exercise.mistaken.get(misconception_id, {})
     covered = [c for c in calls if c[0] in versions]
     if not covered:
@@ -97,13 +99,17 @@ def earned(exercise: Exercise, misconception_id: str, calls: list[tuple]) -> str
     verdict = CANNOT_SHOW
     for name, args, kwargs, reply in covered:
         try:
-            candidates = versions[name](*args, **kwargs)
-        except Exception:  # the mistaken version does not apply to these arguments
-            return DOES_NOT_SHOW
-        try:
             correct: Any = exercise.references[name](*args, **kwargs)
         except Exception:  # the reference refuses these arguments (the contract's error)
             correct = None
+        try:
+            candidates = versions[name](*args, **kwargs)
+        except Exception as error:  # the mistake raises here (a row it blocks entirely)
+            if (isinstance(reply, StudentError) and correct is not None
+                    and reply.type == type(error).__name__):
+                return SHOWS
+            verdict = DOES_NOT_SHOW
+            continue
         if isinstance(reply, StudentError):
             verdict = DOES_NOT_SHOW
             continue

@@ -336,7 +336,8 @@ def probe_mask_after(student) -> bool:
                     "test_output_is_convex_combination_of_values",
                     "test_no_weight_on_future_positions", "test_mask_broadcasts",
                     "test_rejects_query_with_no_allowed_key"),
-          mistaken=mistaken_attention(polarity=False))
+          mistaken={"scaled_dot_product_attention": lambda q, k, v, mask=None: [
+              scaled_dot_product_attention(q, k, v, None if mask is None else ~np.asarray(mask))]})
 def probe_mask_polarity(student) -> bool:
     return attention_matches(student, MASK3, polarity=False)
 
