@@ -99,7 +99,8 @@ def _similar(course: Course, root: str, corpus: str | None) -> Any:
     or None, with a warning, where copydetect is not installed."""
     from . import batch, similarity
 
-    folders = {p.name: p for p in batch.find_submissions(Path(root), warnings=None)}
+    folders = {p.name: p for p in batch.find_submissions(Path(root), warnings=None)
+               if not p.is_symlink()}  # a link leads out of the class: nothing of it is read
     try:
         return similarity.compare(folders, course, corpus=Path(corpus) if corpus else None)
     except similarity.Unavailable as error:
