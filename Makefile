@@ -7,6 +7,7 @@ COURSE ?= build/nbgrader
 ASSIGNMENT ?= attention
 JOBS ?=
 AGAINST ?=
+EXERCISE ?=
 COURSE_FILE ?=
 COURSE_FLAG := $(if $(COURSE_FILE),--course $(COURSE_FILE))
 CORE := $(VENV)/.installed-core
@@ -76,9 +77,10 @@ slurm-install:
 bench: $(DEV)
 	$(PY) -m grader bench $(if $(AGAINST),--against $(AGAINST))
 
-## zoo: grade the bug zoo (tests/zoo) and print the entry x exercise matrix
+## zoo: grade the bug zoo (tests/zoo) and print the entry x exercise matrix; EXERCISE=NAME:
+##        the entries of that exercise only (make zoo EXERCISE=rope)
 zoo: $(CORE)
-	$(PY) tests/zoo/matrix.py
+	$(PY) tests/zoo/matrix.py $(if $(EXERCISE),--exercise $(EXERCISE))
 
 ## stubs: regenerate exercises/ from solutions/
 stubs: $(CORE)

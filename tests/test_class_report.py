@@ -156,7 +156,8 @@ def test_report_from_json_dir_is_byte_identical_to_the_batch_report(graded):
     for attempt in ("again", "once more"):
         target = graded["root"] / attempt
         run = grader("report", out / "json", "--csv", out / "grades.csv", "--out", target,
-                     "--roster", graded["root"] / "roster.csv")
+                     "--roster", graded["root"] / "roster.csv",
+                     "--submissions", graded["root"] / "distinct")
         assert run.returncode == 0, run.stderr
         for name in FILES:
             assert (target / name).read_bytes() == (out / "report" / name).read_bytes(), name

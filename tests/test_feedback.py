@@ -39,6 +39,18 @@ def test_a_float64_result_right_only_to_float32_precision_says_so():
     assert shown_expected != shown_got  # Expected and Got no longer print the same
 
 
+def test_infinities_in_the_same_places_are_no_error():
+    """-inf where the key has -inf (masked scores) is right: the largest error is that of the
+    finite entries, not nan."""
+    expected = np.array([[0.5, -np.inf], [1.0, -np.inf]])
+    got = expected.copy()
+    got[0, 0] = 0.6
+    with pytest.raises(CheckFailed) as failed:
+        assert_close(got, expected)
+    assert "nan" not in failed.value.message
+    assert "Largest error 0.1 absolute, 0.2 relative" in failed.value.message
+
+
 def test_expected_and_got_never_print_the_same_numbers():
     expected = np.array([[0.0140100001, 0.0833609401]])
     for got in (expected * (1 + 3e-7), expected.astype(np.float32)):

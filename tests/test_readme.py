@@ -1,9 +1,13 @@
 """The README's report examples are the real report: each block marked
 ``<!-- report: ZOO_ENTRY EXERCISE -->`` is a run of lines, exactly as ``python -m grader grade``
-prints them, for that zoo entry graded on that exercise.
+prints them, for that zoo entry graded on that exercise. And its counts and tables are the
+course's: each span ``<!-- course: KEY -->...<!-- /course -->`` holds ``generated()[KEY]``
+(a key starting with a capital: the same, capitalised), so adding an exercise cannot leave
+"six optional exercises" or "60 points" behind.
 
 ``python tests/test_readme.py`` rewrites the marked blocks from the real report (the whole
-report but its first line; trim a block by hand afterwards, keeping whole lines in order).
+report but its first line; trim a block by hand afterwards, keeping whole lines in order) and
+the spans from the course.
 """
 
 from __future__ import annotations
@@ -21,6 +25,53 @@ from zoo.catalog import BY_NAME, build  # noqa: E402
 README = Path(__file__).resolve().parent.parent / "README.md"
 BLOCK = re.compile(r"<!-- report: (?P<entry>\w+) (?P<exercise>\w+) -->\n```\n(?P<text>.*?)```\n",
                    re.S)
+
+
+SPAN = re.compile(r"<!-- course: (?P<key>[\w-]+) -->(?P<text>.*?)<!-- /course -->", re.S)
+WORDS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
+         "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen")
+
+
+def generated() -> dict[str, str]:
+    """What each README span says, from the kit's course and its zoo."""
+    from zoo.catalog import CORRECT, NAMED, WRONG
+
+    from grader.core.course import load, number
+
+    course = load(README.parent / "course.toml")
+
+    def word(count: int) -> str:
+        return WORDS[count] if count < len(WORDS) else str(count)
+
+    def table(track: str) -> str:
+        head = ["exercise", "file", "what you write"] + (["points"] if track == "core" else [])
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for e in course.exercises(track):
+            cells = [f"`{e.name}`", f"`{e.filename}`", e.title]
+            cells += [f"{number(course.points(e.name)):g}"] if track == "core" else []
+            lines.append("| " + " | ".join(cells) + " |")
+        return "\n" + "\n".join(lines) + "\n"
+
+    return {"core-count": word(len(course.names("core"))),
+            "bonus-count": word(len(course.names("bonus"))),
+            "core-points": f"{number(course.total('core')):g}",
+            "bonus-points": f"{number(course.total('bonus')):g}",
+            "core-table": table("core"), "bonus-table": table("bonus"),
+            "zoo-summary": f"`caught {len(WRONG)}/{len(WRONG)} wrong, diagnosed "
+                           f"{len(NAMED)}/{len(NAMED)} named, correct {len(CORRECT)}/"
+                           f"{len(CORRECT)} full marks`"}
+
+
+def span_text(key: str) -> str:
+    text = generated()[key.lower()]
+    return text[:1].upper() + text[1:] if key[:1].isupper() else text
+
+
+def test_the_readmes_counts_and_tables_are_the_courses():
+    spans = list(SPAN.finditer(README.read_text()))
+    assert {s["key"].lower() for s in spans} == set(generated())
+    for span in spans:
+        assert span["text"] == span_text(span["key"]), span["key"]
 
 
 def real_report(entry: str, exercise: str) -> str:
@@ -51,8 +102,9 @@ def test_each_report_example_is_lines_of_the_real_report(block):
 
 
 def rewrite() -> None:
-    text = README.read_text()
-    for block in reversed(blocks()):
+    text = SPAN.sub(lambda s: f"<!-- course: {s['key']} -->{span_text(s['key'])}<!-- /course -->",
+                    README.read_text())
+    for block in reversed(list(BLOCK.finditer(text))):
         fresh = real_report(block["entry"], block["exercise"])
         head = f"<!-- report: {block['entry']} {block['exercise']} -->\n```\n"
         text = text[:block.start()] + head + fresh + "```\n" + text[block.end():]

@@ -8,6 +8,8 @@ bonus entry on its own exercise (``zoo.catalog.graded_exercises``).
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 from submission_tools import COURSE, EXERCISES
 from zoo.catalog import (
@@ -49,6 +51,39 @@ def test_a_patch_that_no_longer_fits_the_key_fails_loudly():
     assert moved != key
     with pytest.raises(ValueError, match="does not fit the key"):
         apply_patch(moved, entry.file.read_text().split("\n", 1)[1])
+
+
+def test_make_zoo_grades_one_exercise_when_asked():
+    from zoo import matrix
+
+    run = subprocess.run(["make", "-n", "zoo", "EXERCISE=rope"], cwd=KEY.parent,
+                         capture_output=True, text=True, timeout=60)
+    assert "tests/zoo/matrix.py --exercise rope" in run.stdout, run.stdout + run.stderr
+    rope = matrix.select(["rope"])
+    assert rope and rope == [e for e in ENTRIES if e.exercise == "rope"]
+    assert matrix.select([]) == list(ENTRIES)
+    with pytest.raises(SystemExit):
+        matrix.main(["--exercise", "alibi"])
+
+
+PATCHES = [e for e in WRONG if e.file.suffix == ".patch"]
+
+
+@pytest.mark.parametrize("entry", PATCHES, ids=ids(PATCHES))
+def test_a_patch_follows_the_key_when_a_line_above_it_is_wrapped(entry):
+    """Wrapping one line of the key, above the patch's hunks, breaks no patch: hunks are
+    applied where their text is."""
+    key = (KEY / f"{entry.exercise}.py").read_text()
+    patch = entry.file.read_text().split("\n", 1)[1]
+    touched = {line[1:] for line in patch.splitlines(keepends=True) if line[:1] in " -"}
+    line = next(line for line in key.splitlines(keepends=True)
+                if len(line) > 50 and ", " in line.strip() and line not in touched
+                and key.count(line) == 1)
+    cut = line.index(", ") + 1
+    indent = " " * (len(line) - len(line.lstrip()) + 4)
+    wrapped = line[:cut] + "\n" + indent + line[cut + 1:]
+    assert apply_patch(key.replace(line, wrapped), patch) == apply_patch(key, patch).replace(
+        line, wrapped)
 
 
 @pytest.mark.parametrize("entry", ENTRIES, ids=ids(ENTRIES))

@@ -161,7 +161,7 @@ def mismatch(g: np.ndarray, e: np.ndarray, bad: np.ndarray, *, dtype: np.dtype,
     when the result is right to float32 precision on float64 input."""
     rtol, atol = tolerance(dtype)
     with np.errstate(all="ignore"):
-        error = np.abs(g - e)
+        error = np.where(g == e, 0.0, np.abs(g - e))  # equal infinities: no error
         broken = bad & ~(np.isfinite(g) & np.isfinite(e))  # NaN or inf where it should not be
         if broken.any():
             index = tuple(int(i) for i in np.argwhere(broken)[0])

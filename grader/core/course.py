@@ -3,7 +3,8 @@
 Per exercise: ``enabled``, ``track`` (``core`` counts toward the score; ``bonus`` is graded
 when its file is present and reported apart), ``points`` (the exercise's checks are scaled
 to them) and ``order`` (where it is listed). For the course: ``examples`` per property,
-``hints`` (misconception hints in the feedback) and the comparison ``tolerances`` per dtype.
+``hints`` (misconception hints in the feedback), the comparison ``tolerances`` per dtype and
+``similarity``, the score from which the class report flags two files as alike.
 An exercise the file does not mention keeps its module's defaults. Every route (``grade``,
 ``batch``, Gradescope, the notebooks, the handout) reads the same file.
 """
@@ -30,7 +31,8 @@ COURSE_ENV = "ATTENTION_KIT_COURSE"  # where a notebook kernel finds the course 
 SECRET_FILE = ".course-secret"  # next to the answer key: seeds the hidden checks' inputs
 SECRET_ENV = "ATTENTION_KIT_SECRET"  # overrides the file (the kit's own tests fix it)
 DEFAULT_TOLERANCES = {"float64": (1e-7, 1e-9), "float32": (1e-4, 1e-5)}
-COURSE_KEYS = {"examples", "hints", "tolerances"}
+COURSE_KEYS = {"examples", "hints", "tolerances", "similarity"}
+DEFAULT_SIMILARITY = 0.7  # the class report flags a pair of files this similar, or more
 EXERCISE_KEYS = {"enabled", "track", "points", "order"}
 TRACKS = ("core", "bonus")
 
@@ -56,6 +58,7 @@ class Course:
     hints: bool = True
     tolerances: dict[str, tuple[float, float]] = field(
         default_factory=lambda: dict(DEFAULT_TOLERANCES))
+    similarity: float = DEFAULT_SIMILARITY
 
     # -- which exercises ------------------------------------------------------------------------
     def exercises(self, track: str | None = None) -> list[Exercise]:
@@ -157,6 +160,9 @@ def parse(data: dict[str, Any], path: Path | None = None,
              "course.examples must be a positive integer")
     hints = course.get("hints", True)
     _require(type(hints) is bool, where, "course.hints must be true or false")
+    similarity = course.get("similarity", DEFAULT_SIMILARITY)
+    _require(isinstance(similarity, (int, float)) and not isinstance(similarity, bool)
+             and 0 < similarity <= 1, where, "course.similarity must be a number in (0, 1]")
     tolerances = dict(DEFAULT_TOLERANCES)
     for dtype, value in course.get("tolerances", {}).items():
         _require(dtype in DEFAULT_TOLERANCES and isinstance(value, dict)
@@ -192,7 +198,7 @@ def parse(data: dict[str, Any], path: Path | None = None,
     settings += [Setting(e, True, e.track, e.points, e.order)
                  for name, e in known.items() if name not in listed]
     settings.sort(key=lambda s: (s.order, s.exercise.name))
-    return Course(path, tuple(settings), examples, hints, tolerances)
+    return Course(path, tuple(settings), examples, hints, tolerances, float(similarity))
 
 
 def load(path: str | os.PathLike[str] | None = None,

@@ -14,6 +14,7 @@ exercises reuse.
 
 from __future__ import annotations
 
+import inspect
 from functools import cache
 from typing import Any
 
@@ -23,7 +24,7 @@ import torch.nn.functional as F
 
 from ..sandbox.isolation import StudentError, WorkerLost
 from .exercise import Exercise, Misconception
-from .student import NotImplementedYet
+from .student import NotImplementedYet, Student
 
 
 @cache
@@ -50,20 +51,136 @@ def feedback_line(misconception_id: str) -> str:
     return f"Likely mistake ({misconception_id}): {catalog()[misconception_id].hint}"
 
 
-def diagnose(exercise: Exercise, student: Any) -> list[str]:
-    """The ids of the misconceptions ``student``'s behaviour shows, sorted."""
+def diagnose(exercise: Exercise, student: Any,
+             inputs: dict[str, tuple] | None = None) -> list[str]:
+    """The ids of the misconceptions ``student``'s behaviour shows, sorted. ``inputs`` gets,
+    for each one found that has a mistaken version, the probe's call that showed it."""
     found: set[str] = set()
+    listening = getattr(student, "__dict__", {}).get("_calls")
     for misconception_id, probe in exercise.probes:
+        calls: list[tuple] = []
+        if isinstance(student, Student):
+            student._calls = calls
         try:
             if probe(student):
                 found.add(misconception_id)
+                shown = [c for c in calls if c[0] in exercise.mistaken.get(misconception_id, {})]
+                if inputs is not None and shown:
+                    inputs[misconception_id] = shown[0]
         except (StudentError, NotImplementedYet):
             continue  # the submission could not answer this probe: nothing to name
         except WorkerLost:
             break  # the worker is gone; the checks have already said what went wrong
         except Exception:  # an answer too malformed to compare (not a tuple, not a dict)
             continue
+        finally:
+            if isinstance(student, Student):
+                student._calls = listening
     return sorted(found)
+
+
+# -- hints earned by their example -------------------------------------------------------------
+SHOWS, CANNOT_SHOW, DOES_NOT_SHOW = "shows", "cannot show", "does not show"
+
+
+def earned(exercise: Exercise, misconception_id: str, calls: list[tuple]) -> str | None:
+    """Whether the example a check failed on (the student's ``calls`` during it) exhibits the
+    mistake: SHOWS (on some call the student gave an answer of the mistaken version and not
+    the reference's), CANNOT_SHOW (the student answered with values of the right shape, and
+    on every call the mistake gives the reference's own answer: the example is too small to
+    tell) or DOES_NOT_SHOW (the failure is something else: an exception, another shape,
+    another value). A mistaken version that raises where the reference answers shows the
+    mistake in a call that raised the same exception. None: the mistake has no mistaken
+    version for these calls."""
+    versions = exercise.mistaken.get(misconception_id, {})
+    covered = [c for c in calls if c[0] in versions]
+    if not covered:
+        return None
+    verdict = CANNOT_SHOW
+    for name, args, kwargs, reply in covered:
+        try:
+            correct: Any = exercise.references[name](*args, **kwargs)
+        except Exception:  # the reference refuses these arguments (the contract's error)
+            correct = None
+        try:
+            candidates = versions[name](*args, **kwargs)
+        except Exception as error:  # the mistake raises here (a row it blocks entirely)
+            if (isinstance(reply, StudentError) and correct is not None
+                    and reply.type == type(error).__name__):
+                return SHOWS
+            verdict = DOES_NOT_SHOW
+            continue
+        if isinstance(reply, StudentError):
+            verdict = DOES_NOT_SHOW
+            continue
+        if any(_same(reply, c) for c in candidates) and (
+                correct is None or not _same(reply, correct)):
+            return SHOWS
+        if correct is None or not all(_same(c, correct) for c in candidates) or not _shaped(
+                reply, correct):
+            verdict = DOES_NOT_SHOW
+    return verdict
+
+
+def note_misconceptions(result: Any, found: list[str], *, exercise: Exercise,
+                        hints: bool = True, evidence: dict[str, list[tuple]] | None = None,
+                        probed: dict[str, tuple] | None = None) -> None:
+    """Record the diagnosed mistakes on ``result`` (an ``engine.ExerciseResult``); a failing
+    check gets the hint of each one that explains its failure (``Exercise.probe``) and that its
+    own shown example exhibits (``earned``; ``evidence``: check -> the calls of its example),
+    and no other. Where that example is too small to show the mistake, a check the probe names
+    gets the hint with the probe's own input (``probed``) beside it."""
+    result.misconceptions = sorted(found)
+    for c in result.checks:
+        if c.passed or not hints:
+            continue
+        lines = []
+        for m in result.misconceptions:
+            if not exercise.explains(m, c.name, hidden=c.hidden):
+                continue
+            shown = earned(exercise, m, (evidence or {}).get(c.name, []))
+            named = c.name in exercise.explained.get(m, ())
+            if shown in (None, SHOWS):
+                lines.append(feedback_line(m))
+            elif shown == CANNOT_SHOW and named and m in (probed or {}):
+                lines += [feedback_line(m), probe_input_line(exercise, (probed or {})[m])]
+        if lines:
+            c.feedback = "\n".join([c.feedback, *lines])
+
+
+def _same(got: Any, answer: Any) -> bool:
+    """``matches``, element by element for a tuple of arrays (output and weights)."""
+    if isinstance(answer, (tuple, list)):
+        return (isinstance(got, (tuple, list)) and len(got) == len(answer)
+                and all(_same(g, a) for g, a in zip(got, answer)))
+    try:
+        return matches(got, answer)
+    except (ValueError, TypeError):
+        return False
+
+
+def _shaped(got: Any, answer: Any) -> bool:
+    """The same structure and shapes: a value the mistake could have given."""
+    if isinstance(answer, (tuple, list)):
+        return (isinstance(got, (tuple, list)) and len(got) == len(answer)
+                and all(_shaped(g, a) for g, a in zip(got, answer)))
+    try:
+        return np.shape(got) == np.shape(answer)
+    except (ValueError, TypeError):
+        return False
+
+
+def probe_input_line(exercise: Exercise, call: tuple) -> str:
+    """The probe's own call, each argument under its parameter's name."""
+    from .assertions import fmt
+
+    name, args, kwargs, _ = call
+    try:
+        bound = inspect.signature(exercise.references[name]).bind(*args, **kwargs).arguments
+    except (KeyError, TypeError, ValueError):
+        bound = {**{f"argument {i}": a for i, a in enumerate(args)}, **kwargs}
+    shown = ", ".join(f"{k} {fmt(v)}" for k, v in bound.items())
+    return f"The mistake shows on the probe's input ({name}): {shown}"
 
 
 # -- comparing an answer with the mistaken version --------------------------------------------

@@ -34,7 +34,7 @@ from ..sandbox.isolation import (
 from . import assertions
 from .course import KIT_ROOT, Course, course_secret, load, number
 from .delegation import Rule, verdict
-from .diagnose import diagnose, feedback_line
+from .diagnose import diagnose, note_misconceptions
 from .exercise import Check, Context, Exercise
 from .student import AnswerKey, NotImplementedYet, Student
 
@@ -131,13 +131,22 @@ class SubmissionResult:
 
 # -- one check --------------------------------------------------------------------------------
 def _inputs(ctx: Context) -> str:
-    """The current example's inputs; a NamedTuple case shows its fields directly."""
+    """The current example's inputs, each under its own name. A NamedTuple case shows its
+    fields directly (``lengths [2 1], t 3``), unless one of them is named like another input
+    shown: then it reads ``padding (lengths [1], t 1)``, so no two inputs share a name."""
+    names: dict[str, int] = {}
+    for name, value in ctx.example.items():
+        for shown in getattr(value, "_fields", (name,)):
+            names[shown] = names.get(shown, 0) + 1
     parts = []
     for name, value in ctx.example.items():
-        if hasattr(value, "_fields"):
-            parts.append(assertions.fmt(value))
-        else:
+        fields = getattr(value, "_fields", None)
+        if fields is None:
             parts.append(f"{name} {assertions.fmt(value)}")
+        elif any(names[f] > 1 for f in fields):
+            parts.append(f"{name} ({assertions.fmt(value)})")
+        else:
+            parts.append(assertions.fmt(value))
     return ", ".join(parts)
 
 
@@ -237,17 +246,21 @@ def grade_exercise(
         result.checks = [_zero(c, points[c.name], result.error) for c in checks]
         return result
     found: list[str] = []
+    evidence: dict[str, list[tuple]] = {}  # a failing check -> the calls of its shown example
+    probed: dict[str, tuple] = {}  # a misconception -> the probe's call that showed it
     framework = exercise.framework
     try:
         with Sandbox(view, exercise.name, limits=limits, framework=framework) as sandbox:
             try:
                 student = _loaded(sandbox, exercise, stand_ins)
                 ctx = Context(student, None, devices)
+                student._calls = ctx.calls
                 for check in visible:
                     result.checks.append(
                         run_check(check, ctx, course, points[check.name], secret))
+                    evidence[check.name] = list(ctx.calls)
                 if not all(c.passed for c in result.checks):
-                    found = diagnose(exercise, student)  # probes are visible calls
+                    found = diagnose(exercise, student, probed)  # probes are visible calls
             finally:
                 result.output = sandbox.output()
         if hidden:
@@ -255,17 +268,20 @@ def grade_exercise(
                 try:
                     student = _loaded(sandbox, exercise, stand_ins)
                     ctx = Context(student, AnswerKey(key_folder, exercise), devices)
+                    student._calls = ctx.calls
                     for check in hidden:
                         result.checks.append(
                             run_check(check, ctx, course, points[check.name], secret))
+                        evidence[check.name] = list(ctx.calls)
                     if not found and not all(c.passed for c in result.checks):
-                        found = diagnose(exercise, student)  # only a hidden check failed
+                        found = diagnose(exercise, student, probed)  # only a hidden one failed
                 except (_LoadFailed, WorkerLost):
                     raise WorkerLost(HIDDEN_LOST) from None
                 finally:
                     result.output = joined_output(result.output, sandbox.output())
         if found or not all(c.passed for c in result.checks):
-            note_misconceptions(result, found, hints=course.hints, exercise=exercise)
+            note_misconceptions(result, found, hints=course.hints, exercise=exercise,
+                                evidence=evidence, probed=probed)
     except (_LoadFailed, WorkerLost) as error:
         result.error = getattr(error, "reason", None) or str(error)
         done = {c.name for c in result.checks}
@@ -361,18 +377,6 @@ def imported_names(source: str) -> set[str]:
         elif isinstance(node, ast.ImportFrom):  # from . import helper
             names.update(a.name for a in node.names)
     return names
-
-
-def note_misconceptions(result: ExerciseResult, found: list[str], *, exercise: Exercise,
-                        hints: bool = True) -> None:
-    """Record the diagnosed mistakes; a failing check gets the hint of each one that explains
-    its failure (``Exercise.probe``), and no other."""
-    result.misconceptions = sorted(found)
-    for c in result.checks:
-        lines = [feedback_line(m) for m in result.misconceptions
-                 if exercise.explains(m, c.name, hidden=c.hidden)]
-        if hints and lines and not c.passed:
-            c.feedback = "\n".join([c.feedback, *lines])
 
 
 class _LoadFailed(Exception):

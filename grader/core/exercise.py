@@ -70,6 +70,9 @@ class Context:
     key: Any = None
     devices: tuple[str, ...] = ("cpu",)
     example: dict[str, Any] = field(default_factory=dict)  # the inputs of the current example
+    # The student's calls during the current example: (function, args, kwargs, reply), the
+    # reply being the StudentError when the call raised (``Student`` appends them).
+    calls: list[tuple[str, tuple, dict, Any]] = field(default_factory=list)
 
     def show(self, **inputs: Any) -> None:
         """Record the inputs a non-Hypothesis check is about to use, for its feedback."""
@@ -105,6 +108,7 @@ class Check:
         """Run the check; a property runs ``examples`` examples (or its own count) from a seed
         fixed by its name (and ``seed_text``, the course secret for hidden checks)."""
         ctx.example = {}
+        ctx.calls.clear()
         if self.is_property:
             # Set on every run, not once: the course decides the count.
             self.func._hypothesis_internal_use_settings = settings(  # type: ignore[attr-defined]
@@ -141,6 +145,7 @@ def _recorded(func: Callable) -> Callable:
         # Hypothesis replays the smallest failure last, so what is recorded here at the end is
         # the counterexample to show.
         ctx.example = {k: v for k, v in kwargs.items() if not _is_data(v)}
+        ctx.calls.clear()
         for value in kwargs.values():
             if _is_data(value):
                 _record_draws(value, ctx)
@@ -183,6 +188,8 @@ class Exercise:
         self.misconceptions: dict[str, Misconception] = {}
         self.probes: list[tuple[str, Callable[[Any], bool]]] = []
         self.explained: dict[str, tuple[str, ...]] = {}  # misconception -> the checks it fails
+        # misconception -> {function: its mistaken version, giving the candidate answers}
+        self.mistaken: dict[str, dict[str, Callable[..., list[Any]]]] = {}
         self.operations: dict[str, Callable[..., Any]] = {}
         self.references: dict[str, Callable[..., Any]] = {}
 
@@ -212,7 +219,8 @@ class Exercise:
         self.misconceptions[id] = Misconception(id, mistake, hint)
         return self.misconceptions[id]
 
-    def probe(self, misconception_id: str, *, explains: tuple[str, ...]):
+    def probe(self, misconception_id: str, *, explains: tuple[str, ...],
+              mistaken: dict[str, Callable[..., list[Any]]] | None = None):
         """Register a probe: a function of the student proxy, True when the submission makes
         exactly that mistake on the probe's fixed input.
 
@@ -222,6 +230,14 @@ class Exercise:
         hint only if the check is one of these, or is hidden: an answer-key comparison covers
         the whole contract, and its name stays out of the handout. Every other failing check
         failed for some other reason, and its feedback says nothing of this mistake.
+
+        ``mistaken`` (function name -> the mistaken version: the same arguments, a list of the
+        answers the mistake may give) lets the hint be earned by the example it is printed
+        under: a failing check carries it only when, on the check's own shown example, the
+        submission gave one of those answers and the reference would not have
+        (``grader.core.diagnose.earned``). Where the mistake gives the right answer on that
+        example (too small to show it), a check ``explains`` names carries the hint with the
+        probe's own input beside it.
         """
         if not explains:
             raise ValueError(f"{self.name}: the probe for {misconception_id} explains no check")
@@ -229,6 +245,8 @@ class Exercise:
         def decorate(func: Callable[[Any], bool]) -> Callable[[Any], bool]:
             self.probes.append((misconception_id, func))
             self.explained[misconception_id] = tuple(explains)
+            if mistaken:
+                self.mistaken[misconception_id] = dict(mistaken)
             return func
 
         return decorate

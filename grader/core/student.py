@@ -167,12 +167,25 @@ class Student:
                 raise NotImplementedYet(error.describe()) from None
             raise
 
+    def _note(self, name: str, args: tuple, kwargs: dict, reply: Any) -> None:
+        """Keep the call for the hints (``Context.calls``), when someone listens."""
+        calls = self.__dict__.get("_calls")
+        if calls is not None:
+            calls.append((name, args, dict(kwargs), reply))
+
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
             raise AttributeError(name)
         if name in self._exercise.functions:
             def call(*args: Any, **kwargs: Any) -> Any:
-                return self._request("call", func=name, args=_wire(list(args)), kwargs=kwargs)
+                try:
+                    reply = self._request("call", func=name, args=_wire(list(args)),
+                                          kwargs=kwargs)
+                except StudentError as error:
+                    self._note(name, args, kwargs, error)
+                    raise
+                self._note(name, args, kwargs, reply)
+                return reply
         elif name in self._exercise.operations:
             signature = self._exercise.operations[name].__code__
             params = signature.co_varnames[1:signature.co_argcount]  # after the module
@@ -269,6 +282,12 @@ class AnswerKey:
     def __init__(self, folder: Path, exercise: Exercise):
         self._exercise = exercise
         self._module = _key_module(Path(folder).resolve(), exercise.name)
+
+    def _note(self, name: str, args: tuple, kwargs: dict, reply: Any) -> None:
+        """Keep the call for the hints (``Context.calls``), when someone listens."""
+        calls = self.__dict__.get("_calls")
+        if calls is not None:
+            calls.append((name, args, dict(kwargs), reply))
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):

@@ -16,7 +16,9 @@ Then ``class_scale``: a generated class (correct, wrong and hostile submissions)
 tree (PSS, so pages shared after fork count once), and the time per submission as a ratio to
 one ``python -m grader grade``. Target: 200 submissions in under 5 minutes on 2 cores. Then
 the class report built from the batch's ``--json-dir`` (``python -m grader report``), as a share
-of the batch's wall time. Target: under 5%.
+of the batch's wall time. Target: under 5%. Then what ``--report`` adds to compare every pair
+of the class's files (``similarity.compare``, each file made distinct first, so that none is
+fingerprinted or compared once for two), as a share of the batch's wall time. Target: under 10%.
 
 And ``neighbours``: how much longer an honest student's grading takes beside a student whose
 code keeps every core busy (past the source rule), with the workers' cgroups and without.
@@ -240,9 +242,11 @@ def class_scale(size: int = 200, jobs: int = 2, kit: Path = ROOT) -> dict[str, f
                           "--csv", str(Path(tmp) / "grades.csv"), "--out",
                           str(Path(tmp) / "report")], repeats=1)
         summary = json.loads((Path(tmp) / "report" / "summary.json").read_text())
+        alike, flagged = similar_cost(folder)
     per_submission = wall * jobs / size
     figures = {"size": size, "jobs": jobs, "wall": wall, "per_minute": size / wall * 60,
-               "report": report, "report_share": report / wall,
+               "report": report, "report_share": report / wall, "similarity": alike,
+               "similarity_share": alike / wall,
                "peak_mib": peak[0] / (1 << 20), "single": single,
                "ratio": per_submission / single, "cpu_per_submission": cpu / size,
                "single_cpu": single_cpu, "cpu_ratio": cpu / size / single_cpu}
@@ -262,9 +266,28 @@ def class_scale(size: int = 200, jobs: int = 2, kit: Path = ROOT) -> dict[str, f
     print(f"projected for 200 on {jobs} idle cores: {200 * cpu / size / jobs:6.0f} s")
     print(f"class report:           {report:6.2f} s, {100 * report / wall:.1f}% of the batch "
           "time (target < 5%; `grader report` from its --json-dir, a fresh process)")
+    print(f"similar submissions:    {alike:6.2f} s, {100 * alike / wall:.1f}% of the batch "
+          f"time (target < 10%; every file made distinct, {flagged} pairs flagged)")
     top = ", ".join(f"{m} {e['count']}" for m, e in list(summary["misconceptions"].items())[:3])
     print(f"top misconceptions:     {top or 'none'}")
     return figures
+
+
+def similar_cost(folder: Path) -> tuple[float, int]:
+    """Seconds to compare every pair of the class's files (``similarity.compare``, what
+    ``batch --report`` adds), each file first made distinct by a comment naming its student
+    (no two fingerprinted or compared as one); and the pairs flagged."""
+    from . import similarity
+
+    for path in sorted(folder.rglob("*.py")):
+        path.write_text(path.read_text() + f"# {path.parent.name}\n")
+    start = time.perf_counter()
+    try:
+        found = similarity.compare({p.name: p for p in sorted(folder.iterdir()) if p.is_dir()},
+                                   load())
+    except similarity.Unavailable:
+        return float("nan"), 0
+    return time.perf_counter() - start, len(found.pairs)
 
 
 def _class_notebooks(course: Path, classroom: Path) -> list[str]:

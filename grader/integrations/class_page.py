@@ -11,9 +11,10 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from .class_report import lowest_checks
+from .similarity import html_section
 
 BLUE, GREEN, RED, AMBER, GREY, INK = "#3b6ea5", "#2e8b57", "#c0504d", "#d9962b", "#9aa5b1", "#222"
+CHECKS_SHOWN = 12  # the lowest pass rates the page and the tables show
 STATUS_COLOURS = {"graded": GREEN, "timeout": AMBER, "crashed": RED, "empty": GREY}
 
 STYLE = """
@@ -33,6 +34,13 @@ td, th { border-bottom: 1px solid #e4e4e4; padding: 3px 10px 3px 0; text-align: 
 .names { columns: 3 220px; font-size: 13px; margin: 4px 0; padding-left: 18px; }
 code { background: #f3f3f3; padding: 0 3px; border-radius: 3px; }
 """
+
+
+def lowest_checks(summary: dict[str, Any], count: int = CHECKS_SHOWN) -> list[tuple[str, Any]]:
+    """The checks with the lowest pass rates (ties: the course's order), failing ones only."""
+    order = list(summary["checks"])
+    failing = [(n, c) for n, c in summary["checks"].items() if c["passed"] < c["students"]]
+    return sorted(failing, key=lambda nc: (nc[1]["pass_rate"], order.index(nc[0])))[:count]
 
 
 def _n(value: float) -> str:
@@ -192,6 +200,8 @@ def render(summary: dict[str, Any]) -> str:
     out.append("<h2>Checks with the lowest pass rates</h2>")
     out.append(checks_svg(summary) if lowest_checks(summary) else
                '<p class="muted">Every check passed for every student.</p>')
+    if "similarity" in summary:
+        out += html_section(summary["similarity"])
     out += _mistakes(summary) + _problems(summary)
     out.append('<p class="muted">Written by <code>python -m grader</code> from the batch '
                "results; the same results give the same page.</p></body></html>")

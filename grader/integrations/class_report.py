@@ -8,8 +8,9 @@ graded; ``python -m grader report JSON_DIR [--csv grades.csv] --out OUT`` from a
 min, max and a histogram of the scores of the students graded), ``checks.<test name>`` (pass
 rate and who failed), ``misconceptions.<id>`` (count, students, exercises, hint: most
 common first), ``statuses.<key>`` (count, students), ``not_graded`` (student -> why) and, with
-a roster, ``roster`` (its problems). Everything is a function of the rows: no dates, no
-timings, fixed orders, so a rerun writes identical bytes.
+a roster, ``roster`` (its problems); with the submissions' files, ``similarity`` (the pairs
+of files flagged as alike: ``grader.integrations.similarity``). Everything is a function of the
+rows (and files): no dates, no timings, fixed orders, so a rerun writes identical bytes.
 """
 
 from __future__ import annotations
@@ -26,10 +27,9 @@ from typing import Any, TextIO
 
 from ..core.course import Course, number
 from . import inert
+from . import similarity as alike
 from .batch import Row
-
-CHECKS_SHOWN = 12  # the lowest pass rates the page and the tables show
-
+from .class_page import lowest_checks, render
 
 # -- statuses ---------------------------------------------------------------------------------
 _REASONS = (  # (pattern in a lowercased "not graded: ..." detail, key), first match wins
@@ -240,13 +240,6 @@ def _misconceptions(graded: list[Row], hints: dict[str, str]) -> dict[str, Any]:
             for mid, item in ranked}
 
 
-def lowest_checks(summary: dict[str, Any], count: int = CHECKS_SHOWN) -> list[tuple[str, Any]]:
-    """The checks with the lowest pass rates (ties: the course's order), failing ones only."""
-    order = list(summary["checks"])
-    failing = [(n, c) for n, c in summary["checks"].items() if c["passed"] < c["students"]]
-    return sorted(failing, key=lambda nc: (nc[1]["pass_rate"], order.index(nc[0])))[:count]
-
-
 def catalog_hints() -> dict[str, str]:
     """Every misconception's hint, by id (imports the exercises)."""
     from ..core.diagnose import catalog
@@ -300,6 +293,8 @@ def markdown(summary: dict[str, Any]) -> str:
         [name, f"{c['passed']}/{c['students']}", f"{100 * c['pass_rate']:.0f}%",
          _few(c["failed_students"], 4)] for name, c in worst]) if worst else [
         "Every check passed for every student."]
+    if "similarity" in summary:
+        lines += alike.markdown_lines(summary["similarity"])
     if summary["not_graded"]:
         lines += ["", "## Not graded", ""]
         lines += _table(["student", "status"], [[s, why] for s, why in
@@ -314,30 +309,37 @@ def markdown(summary: dict[str, Any]) -> str:
 
 
 # -- writing ----------------------------------------------------------------------------------
-def write(summary: dict[str, Any], out: str | os.PathLike[str]) -> list[Path]:
-    """Write ``summary.json``, ``summary.md`` and ``index.html`` into ``out``."""
-    from .class_page import render
-
+def write(summary: dict[str, Any], out: str | os.PathLike[str], *,
+          pages: dict[str, str] | None = None) -> list[Path]:
+    """Write ``summary.json``, ``summary.md`` and ``index.html`` into ``out``, and ``pages``
+    (path in ``out`` -> HTML: the similar pairs side by side)."""
     target = Path(out)
     target.mkdir(parents=True, exist_ok=True)
     files = {"summary.json": json.dumps(summary, indent=2, ensure_ascii=False) + "\n",
              "summary.md": markdown(summary), "index.html": render(summary)}
     for name, text in files.items():  # what no UTF-8 file can hold is escaped, not a crash
         (target / name).write_text(text, encoding="utf-8", errors="backslashreplace")
+    for name, text in (pages or {}).items():
+        (target / name).parent.mkdir(parents=True, exist_ok=True)
+        (target / name).write_text(text, encoding="utf-8", errors="backslashreplace")
     return [target / name for name in files]
 
 
 def build(rows: list[Row], course: Course, out: str | os.PathLike[str], *,
-          roster_issues: dict[str, Any] | None = None) -> list[Path]:
-    """Summarize ``rows`` (hints from the kit's catalog) and write the three files."""
+          roster_issues: dict[str, Any] | None = None,
+          similar: alike.Similarity | None = None) -> list[Path]:
+    """Summarize ``rows`` (hints from the kit's catalog) and write the three files, with the
+    similar pairs and their pages when ``similar`` (``similarity.compare``) is given."""
     summary = summarize(rows, course, hints=catalog_hints(), roster_issues=roster_issues)
-    return write(summary, out)
+    if similar is not None:
+        summary["similarity"] = similar.summary
+    return write(summary, out, pages=similar.pages if similar is not None else None)
 
 
 def finish(rows: list[Row], course: Course, *, report_dir: str | None = None,
            roster: Any = None, csv_path: str | None = None,
            exports: list[tuple[str, str]] | None = None, assignment: str = "attention",
-           stream: TextIO = sys.stderr) -> None:
+           similar: alike.Similarity | None = None, stream: TextIO = sys.stderr) -> None:
     """After grading (or reading earlier results): match the roster (its problems printed),
     write the roster-aware CSV, the gradebook exports and the report, each named on stderr."""
     from . import exports as gradebook
@@ -353,5 +355,6 @@ def finish(rows: list[Row], course: Course, *, report_dir: str | None = None,
             print(f"wrote {path} ({kind} gradebook import)", file=stream)
     if report_dir:
         written = build(rows, course, report_dir,
-                        roster_issues=found.issues if found is not None else None)
+                        roster_issues=found.issues if found is not None else None,
+                        similar=similar)
         print(f"wrote {', '.join(str(p) for p in written)}", file=stream)

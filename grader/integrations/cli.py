@@ -9,9 +9,9 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from ..core.course import CourseError, load
+from ..core.course import Course, CourseError, load
 from ..sandbox.isolation import GiB, Limits
 
 if TYPE_CHECKING:  # imported where used: a command loads only what it needs
@@ -76,6 +76,9 @@ def _batch(args: argparse.Namespace) -> int:
               "pass --trust-submissions if every submission is trusted (each row's status then "
               "names the isolation it had)", file=sys.stderr)
         return 2
+    if args.similarity_corpus and not Path(args.similarity_corpus).is_dir():
+        print(f"error: {args.similarity_corpus} is not a folder", file=sys.stderr)
+        return 2
     from ..core import engine
     from . import batch
 
@@ -125,8 +128,10 @@ def write_class(rows: list[Row], course: Course, args: argparse.Namespace,
 
     if roster is None:
         batch.write_csv(rows, args.csv, course)
+    folder = getattr(args, "dir", None) or args.submissions  # batch's DIR, merge's
+    similar = _similar(course, folder, args.similarity_corpus) if args.report else None
     class_report.finish(rows, course, report_dir=args.report, roster=roster, csv_path=args.csv,
-                        exports=args.export, assignment=args.assignment)
+                        exports=args.export, assignment=args.assignment, similar=similar)
     graded = sum(row.status == "graded" for row in rows)
     print(f"{graded} of {len(rows)} submissions graded; wrote {args.csv}", file=sys.stderr)
 
@@ -165,9 +170,33 @@ def _report(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as error:  # RosterError is a ValueError
         print(f"error: {error}", file=sys.stderr)
         return 2
+    for folder in (args.submissions, args.similarity_corpus):
+        if folder and not Path(folder).is_dir():
+            print(f"error: {folder} is not a folder", file=sys.stderr)
+            return 2
+    if args.similarity_corpus and not args.submissions:
+        print("error: --similarity-corpus compares the submissions: give --submissions DIR too",
+              file=sys.stderr)
+        return 2
+    similar = (_similar(course, args.submissions, args.similarity_corpus)
+               if args.submissions else None)
     class_report.finish(rows, course, report_dir=args.out, roster=roster,
-                        exports=args.export, assignment=args.assignment)
+                        exports=args.export, assignment=args.assignment, similar=similar)
     return 0
+
+
+def _similar(course: Course, root: str, corpus: str | None) -> Any:
+    """The similar pairs among the submission folders under ``root`` (and with ``corpus``),
+    or None, with a warning, where copydetect is not installed."""
+    from . import batch, inert, similarity
+
+    folders = {inert.name(p.name): p for p in batch.find_submissions(Path(root), warnings=None)
+               if not p.is_symlink()}  # a link leads out of the class: nothing of it is read
+    try:
+        return similarity.compare(folders, course, corpus=Path(corpus) if corpus else None)
+    except similarity.Unavailable as error:
+        print(f"warning: {error}; the report has no similarity section", file=sys.stderr)
+        return None
 
 
 def _stubs(args: argparse.Namespace) -> int:
@@ -294,6 +323,9 @@ def build_parser() -> argparse.ArgumentParser:
     many.add_argument("--no-key", action="store_true", help="ignore solutions/ even if present")
     many.add_argument("--report", metavar="DIR",
                       help="write the class report here (index.html, summary.json, summary.md)")
+    many.add_argument("--similarity-corpus", metavar="DIR",
+                      help="with --report: compare every student with the known outside "
+                           "solutions in DIR too (its folders of exercise files)")
     _class_options(many)
     _shard_options(many)
     many.set_defaults(func=_batch)
@@ -307,6 +339,9 @@ def build_parser() -> argparse.ArgumentParser:
     merge.add_argument("--csv", required=True, metavar="FILE", help="write the scores here")
     merge.add_argument("--report", metavar="DIR",
                        help="write the class report here (index.html, summary.json, summary.md)")
+    merge.add_argument("--similarity-corpus", metavar="DIR",
+                       help="with --report: compare every student with the known outside "
+                            "solutions in DIR too (its folders of exercise files)")
     _class_options(merge)
     merge.set_defaults(func=_merge)
 
@@ -337,6 +372,10 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("json_dir", metavar="JSON_DIR", help="batch --json-dir output")
     report.add_argument("--out", required=True, metavar="DIR",
                         help="write index.html, summary.json and summary.md here")
+    report.add_argument("--submissions", metavar="DIR",
+                        help="the batch's submission folders: flag similar pairs of files")
+    report.add_argument("--similarity-corpus", metavar="DIR",
+                        help="compare every student with the outside solutions in DIR too")
     report.add_argument("--csv", metavar="FILE",
                         help="the batch's CSV: adds the students without a JSON (not graded)")
     _class_options(report)

@@ -303,14 +303,29 @@ def scale_matches(student, scale_of) -> bool:
     return mistaken(weights, right[1], wrong[1]) and matches(out, wrong[0])
 
 
-@EX.probe("fully-masked-row", explains=("test_rejects_query_with_no_allowed_key",))
+def mistaken_attention(**mistake):
+    """The mistaken version of scaled_dot_product_attention, for ``EX.probe(mistaken=...)``."""
+    def version(q, k, v, mask=None):
+        return [attention_with(*(np.asarray(a) for a in (q, k, v)),
+                               None if mask is None else np.asarray(mask), **mistake)]
+    return {"scaled_dot_product_attention": version}
+
+
+def mistaken_fully_masked(q, k, v, mask=None):
+    return [answer for m in FULLY_MASKED_MISTAKES
+            for answer in mistaken_attention(**m)["scaled_dot_product_attention"](q, k, v, mask)]
+
+
+@EX.probe("fully-masked-row", explains=("test_rejects_query_with_no_allowed_key",),
+          mistaken={"scaled_dot_product_attention": mistaken_fully_masked})
 def probe_fully_masked(student) -> bool:
     return any(attention_matches(student, FULLY_MASKED2, **m) for m in FULLY_MASKED_MISTAKES)
 
 
 @EX.probe("mask-after-softmax",
           explains=("test_matches_torch_sdpa", "test_rows_sum_to_one", "test_mask_broadcasts",
-                    "test_rejects_query_with_no_allowed_key"))
+                    "test_rejects_query_with_no_allowed_key"),
+          mistaken=mistaken_attention(when="after"))
 def probe_mask_after(student) -> bool:
     return attention_matches(student, MASK3, when="after")
 
@@ -320,12 +335,15 @@ def probe_mask_after(student) -> bool:
                     "test_zero_weight_on_blocked_positions",
                     "test_output_is_convex_combination_of_values",
                     "test_no_weight_on_future_positions", "test_mask_broadcasts",
-                    "test_rejects_query_with_no_allowed_key"))
+                    "test_rejects_query_with_no_allowed_key"),
+          mistaken={"scaled_dot_product_attention": lambda q, k, v, mask=None: [
+              scaled_dot_product_attention(q, k, v, None if mask is None else ~np.asarray(mask))]})
 def probe_mask_polarity(student) -> bool:
     return attention_matches(student, MASK3, polarity=False)
 
 
-@EX.probe("causal-mask-diagonal", explains=("test_causal_mask_blocks_exactly_the_future",))
+@EX.probe("causal-mask-diagonal", explains=("test_causal_mask_blocks_exactly_the_future",),
+          mistaken={"causal_mask": lambda t: [np.triu(np.ones((t, t), dtype=bool), k=0)]})
 def probe_causal_mask_diagonal(student) -> bool:
     return matches(student.causal_mask(4), np.triu(np.ones((4, 4), dtype=bool), k=0))
 
@@ -344,13 +362,16 @@ def probe_global_shift(student) -> bool:
 
 @EX.probe("scale-missing",
           explains=("test_matches_torch_sdpa", "test_stable_for_rows_of_different_magnitude",
-                    "test_mask_broadcasts"))
+                    "test_mask_broadcasts"),
+          mistaken=mistaken_attention(scale=1.0))
 def probe_scale_missing(student) -> bool:
     return scale_matches(student, lambda q, v: 1.0)
 
 
 @EX.probe("scale-by-d-v",
           explains=("test_matches_torch_sdpa", "test_stable_for_rows_of_different_magnitude",
-                    "test_mask_broadcasts"))
+                    "test_mask_broadcasts"),
+          mistaken={"scaled_dot_product_attention": lambda q, k, v, mask=None: mistaken_attention(
+              scale=np.shape(v)[-1] ** -0.5)["scaled_dot_product_attention"](q, k, v, mask)})
 def probe_scale_by_d_v(student) -> bool:
     return scale_matches(student, lambda q, v: 1 / np.sqrt(v.shape[-1]))

@@ -28,7 +28,8 @@ from .attention import causal_mask, scaled_dot_product_attention
 
 EX = Exercise("attention_backward", functions=("attention_backward",), framework="numpy",
               track="bonus", points=10, order=8, uses=("softmax", "softmax_backward"),
-              title="`attention_backward(q, k, v, grad_output, mask=None) -> (dq, dk, dv)`")
+              title="`attention_backward(q, k, v, grad_output, mask=None) -> (dq, dk, dv)` in "
+                    "NumPy")
 NAMES = ("dq", "dk", "dv")
 STEP, FD_RTOL, FD_ATOL = 1e-6, 1e-5, 1e-6
 

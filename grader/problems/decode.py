@@ -31,7 +31,8 @@ from .mha import MultiHeadAttention, with_weights
 
 EX = Exercise("decode", functions=("KVCache", "decode_step"), framework="torch", track="bonus",
               points=10, order=10, rule=ATTENTION_RULE, uses=("kv_cache", "mha"),
-              title="`KVCache`, `decode_step(mha, x_new, cache)`")
+              title="`KVCache` (`append`, `len`) and `decode_step(mha, x_new, cache)` over the "
+                    "core `MultiHeadAttention`")
 
 
 # -- reference ----------------------------------------------------------------------------------

@@ -28,7 +28,8 @@ from ..sandbox.worker import plain
 
 EX = Exercise("flash", functions=("flash_attention",), framework="numpy", track="bonus",
               points=10, order=12,
-              title="`flash_attention(q, k, v, mask=None, block_size=64)`")
+              title="`flash_attention(q, k, v, mask=None, block_size=64)`: tiled attention with an "
+                    "online softmax, in NumPy, in far less memory than one (T, T) array")
 
 # The memory check: T queries and keys of width D, blocks of BLOCK keys. One (T, T) float64
 # score matrix is 32 MiB; the limit is half of it, so a float32 score matrix fails too. A

@@ -24,7 +24,9 @@ from ..core.exercise import Exercise
 from ..core.strategies import FLOAT_DTYPES, Seeded, floats_array, seeds
 
 EX = Exercise("rope", functions=("rotary_embedding",), framework="numpy", track="bonus",
-              points=10, order=11, title="`rotary_embedding(x, positions, base=10000.0)`")
+              points=10, order=11,
+              title="`rotary_embedding(x, positions, base=10000.0)`: RoFormer's interleaved "
+                    "pairs, in NumPy")
 
 
 # -- reference ----------------------------------------------------------------------------------
@@ -293,13 +295,25 @@ def probe_answer(student) -> np.ndarray:
     return student.rotary_embedding(PROBE_X, PROBE_POSITIONS)
 
 
-@EX.probe("rope-half-split", explains=("test_matches_torch_roformer", "test_known_rotations"))
+def mistaken_rope(**mistake):
+    """The mistaken version of rotary_embedding, for ``EX.probe(mistaken=...)``."""
+    def version(x, positions, base=10000.0):
+        if "positions" in mistake:  # the row number instead of the position
+            positions = np.arange(len(np.asarray(positions)))
+        options = {k: v for k, v in mistake.items() if k != "positions"}
+        return [torch_rope(np.asarray(x), np.asarray(positions), base, **options)]
+    return {"rotary_embedding": version}
+
+
+@EX.probe("rope-half-split", explains=("test_matches_torch_roformer", "test_known_rotations"),
+          mistaken=mistaken_rope(halves=True))
 def probe_half_split(student) -> bool:
     return mistaken(probe_answer(student), torch_rope(PROBE_X, PROBE_POSITIONS),
                     torch_rope(PROBE_X, PROBE_POSITIONS, halves=True))
 
 
-@EX.probe("rope-frequency", explains=("test_matches_torch_roformer", "test_known_rotations"))
+@EX.probe("rope-frequency", explains=("test_matches_torch_roformer", "test_known_rotations"),
+          mistaken=mistaken_rope(exponent=1))
 def probe_frequency(student) -> bool:
     return mistaken(probe_answer(student), torch_rope(PROBE_X, PROBE_POSITIONS),
                     torch_rope(PROBE_X, PROBE_POSITIONS, exponent=1))
@@ -307,7 +321,8 @@ def probe_frequency(student) -> bool:
 
 @EX.probe("rope-ignores-positions",
           explains=("test_matches_torch_roformer", "test_position_zero_is_identity",
-                    "test_shifted_chunk_equals_slice_of_full_sequence", "test_known_rotations"))
+                    "test_shifted_chunk_equals_slice_of_full_sequence", "test_known_rotations"),
+          mistaken=mistaken_rope(positions=None))
 def probe_ignores_positions(student) -> bool:
     return mistaken(probe_answer(student), torch_rope(PROBE_X, PROBE_POSITIONS),
                     torch_rope(PROBE_X, np.arange(len(PROBE_POSITIONS))))

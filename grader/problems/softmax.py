@@ -241,7 +241,8 @@ def fully_masked_versions(scores: np.ndarray) -> list[np.ndarray]:
 
 
 @EX.probe("softmax-overflow",
-          explains=("test_stable_for_huge_logits", "test_stable_for_slices_of_different_magnitude"))
+          explains=("test_stable_for_huge_logits", "test_stable_for_slices_of_different_magnitude"),
+          mistaken={"softmax": lambda logits, axis=-1: [naive_softmax(np.asarray(logits), axis)]})
 def probe_overflow(student) -> bool:
     logits = np.array([[1000.0, 999.0], [-1000.0, -1001.0]])
     return matches(student.softmax(logits, axis=-1), naive_softmax(logits, -1))
@@ -260,7 +261,9 @@ def probe_wrong_axis(student) -> bool:
     return False
 
 
-@EX.probe("softmax-global-shift", explains=("test_stable_for_slices_of_different_magnitude",))
+@EX.probe("softmax-global-shift", explains=("test_stable_for_slices_of_different_magnitude",),
+          mistaken={"softmax": lambda logits, axis=-1: [
+              shifted_softmax(np.asarray(logits), axis, None)]})
 def probe_global_shift(student) -> bool:
     # The second row sits 800 below the first: one global shift underflows it to 0 / 0.
     logits = np.array([[800.0, 799.0, 798.5], [0.5, -0.5, 0.0]])
@@ -279,7 +282,14 @@ def probe_shift_wrong_axis(student) -> bool:
     return False
 
 
-@EX.probe("fully-masked-row", explains=("test_rejects_fully_masked_slice",))
+def mistaken_fully_masked(logits, axis=-1):
+    """NaN (no check) or uniform (-1e9 fill) for an all -inf slice along ``axis``."""
+    x = np.asarray(logits, dtype=np.float64)
+    return [softmax_unchecked(x, axis), softmax_unchecked(np.where(np.isneginf(x), -1e9, x), axis)]
+
+
+@EX.probe("fully-masked-row", explains=("test_rejects_fully_masked_slice",),
+          mistaken={"softmax": mistaken_fully_masked})
 def probe_fully_masked(student) -> bool:
     logits = np.array([[0.0, 1.0, 2.0], [-np.inf, -np.inf, -np.inf]])
     got = student.softmax(logits, axis=-1)

@@ -7,7 +7,8 @@ one exercise's file. Every entry file starts with one line that says what it is:
     # zoo: attention                            (a wrong entry nothing names, or a correct one)
 
 Wrong entries are patches of the key, ``wrong/<name>.patch`` (unified diffs whose added lines
-carry a ``# BUG:`` comment), so they follow the key and fail loudly when it changes under them;
+carry a ``# BUG:`` comment), applied where their text is, not at their line numbers: they follow
+the key when lines elsewhere in it move, and fail loudly when the lines they change do;
 a wrong entry that rewrites most of the file may be a whole file, ``wrong/<name>.py``. Correct
 entries are whole files, ``correct/<name>.py``, written in a style unlike the key's. Adding an
 entry is adding a file: nothing else names it.
@@ -92,28 +93,36 @@ def make_patch(old: str, new: str, name: str) -> str:
 
 
 def apply_patch(old: str, patch: str) -> str:
-    """Apply a unified diff made by ``make_patch``; every hunk must match the key exactly, so a
-    change to the key that a wrong entry no longer fits fails loudly instead of drifting."""
+    """Apply a unified diff made by ``make_patch``, each hunk where its text is: its context
+    and removed lines, in order, found in the key at or after the previous hunk (the nearest
+    to the line its header names, if they appear twice). Line numbers only break ties, so
+    wrapping a line elsewhere in the key moves the hunks and breaks none; a hunk whose lines
+    are no longer in the key fails loudly instead of drifting."""
     lines = old.splitlines(keepends=True)
     out: list[str] = []
     position = 0  # next line of ``old`` not yet copied
     hunks = re.split(r"^(@@ -(\d+)(?:,\d+)? \+\d+(?:,\d+)? @@.*\n)", patch, flags=re.M)
-    for header_start, body in zip(hunks[2::3], hunks[3::3]):
-        start = int(header_start) - 1 if int(header_start) else 0
+    for number, (header_start, body) in enumerate(zip(hunks[2::3], hunks[3::3]), start=1):
+        body_lines = [line for line in body.splitlines(keepends=True)
+                      if not line.startswith("\\")]
+        before = [line[1:] for line in body_lines if line[:1] in (" ", "-")]
+        stated = max(int(header_start) - 1, 0)
+        found = [i for i in range(position, len(lines) - len(before) + 1)
+                 if lines[i:i + len(before)] == before]
+        if not found:
+            raise ValueError(f"hunk {number} of the patch does not fit the key: its lines "
+                             f"{before[:1]!r}... are not in it (after line {position + 1})")
+        start = min(found, key=lambda i: (abs(i - stated), i))
         out += lines[position:start]
         position = start
-        for line in body.splitlines(keepends=True):
+        for line in body_lines:
             tag, text = line[:1], line[1:]
             if tag in (" ", "-"):
-                if position >= len(lines) or lines[position] != text:
-                    raise ValueError(f"patch does not fit the key at line {position + 1}")
                 position += 1
                 if tag == " ":
                     out.append(text)
             elif tag == "+":
                 out.append(text)
-            elif line.startswith("\\"):
-                continue
     return "".join(out + lines[position:])
 
 

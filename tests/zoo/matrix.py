@@ -3,7 +3,9 @@
 Each entry is the answer key with one exercise file changed; a core entry is graded with every
 core exercise exactly as a student's submission is, a bonus entry on its own exercise.
 
-    python tests/zoo/matrix.py [--processes N] [--feedback ENTRY ...]
+    python tests/zoo/matrix.py [--processes N] [--exercise NAME ...] [--feedback ENTRY ...]
+
+``make zoo EXERCISE=rope`` grades the entries of one exercise only.
 """
 
 from __future__ import annotations
@@ -35,6 +37,11 @@ def verdict(entry, results) -> tuple[bool, bool | None]:
     return caught, (own.misconceptions == expected_ids) if entry.expect else None
 
 
+def select(exercises: list[str]) -> list:
+    """The zoo's entries of ``exercises`` (all of them when none is named)."""
+    return [e for e in ENTRIES if not exercises or e.exercise in exercises]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--processes", type=int, default=2)
@@ -42,21 +49,28 @@ def main(argv: list[str] | None = None) -> int:
                         help="also print the terminal report of these entries")
     parser.add_argument("--record", action="store_true",
                         help="write every check's points to tests/zoo/scores.json")
+    parser.add_argument("--exercise", action="append", default=[], metavar="NAME",
+                        help="only the entries of this exercise (repeatable)")
     args = parser.parse_args(argv)
+    unknown = sorted(set(args.exercise) - set(COLUMNS))
+    if unknown:
+        parser.error(f"unknown exercise(s) {', '.join(unknown)}: one of {', '.join(COLUMNS)}")
+    entries = select(args.exercise)
 
-    graded = grade_many(ENTRIES, processes=args.processes)
-    if args.record:
-        scores = {name: {ex: {c.name: c.points for c in r.checks} for ex, r in g.results.items()}
-                  for name, g in graded.items()}
+    graded = grade_many(entries, processes=args.processes)
+    if args.record:  # the entries graded now replace theirs; the others keep theirs
+        scores = json.loads(SCORES.read_text()) if args.exercise and SCORES.is_file() else {}
+        scores.update({name: {ex: {c.name: c.points for c in r.checks}
+                              for ex, r in g.results.items()} for name, g in graded.items()})
         SCORES.write_text(json.dumps(scores, indent=1, sort_keys=True) + "\n")
         print(f"wrote {SCORES}")
-    width = max(len(e.name) for e in ENTRIES) + 2
+    width = max(len(e.name) for e in entries) + 2
     header = "".join(f"{n[:9]:>10}" for n in COLUMNS)
     print(f"{'entry':<{width}}{'kind':<8}{header}  diagnosed (expected)")
     print("-" * (width + 8 + 10 * len(COLUMNS) + 40))
     caught = diagnosed = full = 0
     bad = []
-    for entry in ENTRIES:
+    for entry in entries:
         results = graded[entry.name].results
         ok, named_ok = verdict(entry, results)
         cells = ""
@@ -75,9 +89,9 @@ def main(argv: list[str] | None = None) -> int:
             full += ok
         if flag:
             bad.append(entry.name)
-    wrong = sum(e.kind == "wrong" for e in ENTRIES)
-    named = sum(bool(e.expect) for e in ENTRIES)
-    correct = len(ENTRIES) - wrong
+    wrong = sum(e.kind == "wrong" for e in entries)
+    named = sum(bool(e.expect) for e in entries)
+    correct = len(entries) - wrong
     print()
     print("* the entry's own exercise (a core entry's other files are the key's, graded too)")
     print(f"caught {caught}/{wrong} wrong, diagnosed {diagnosed}/{named} named, "
