@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from ..core.course import KIT_ROOT, Course
+from . import inert
 
 STUBS = KIT_ROOT / "exercises"
 CORPUS = "corpus"  # the prefix of an outside solution's name in a pair: "corpus/<folder>"
@@ -254,7 +255,7 @@ def _more(pairs: list[dict[str, Any]]) -> list[str]:
 
 
 def _cell(value: Any) -> str:
-    return str(value).replace("|", "\\|").replace("\n", " ")
+    return inert.markdown(value)  # the students' names: text, never markup
 
 
 def html_section(similarity: dict[str, Any]) -> list[str]:
