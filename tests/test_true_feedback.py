@@ -213,3 +213,14 @@ def test_a_gradient_that_never_reached_a_weight_is_named():
            "so autograd never saw it used (left out, or used through .data, .detach() or " \
            "torch.no_grad())" in feedback
     assert "got 0" not in feedback and "(float32" not in feedback
+
+
+def test_an_error_far_below_float32_rounding_is_not_called_float32():
+    """An epsilon added to every probability (1e-12) misses float64 rounding, but nothing of
+    it ran in float32: the report does not say it did."""
+    expected = np.array([0.25, 0.75])
+    message = str(pytest.raises(CheckFailed, assert_close, (expected + 1e-12) / (1 + 2e-12),
+                                expected, rounding=True).value)
+    assert "the float64 tolerance allows |got - expected| <= 1e-15 + 1e-12 * |expected| " \
+           "(float64 rounding: this computation needs no more)" in message
+    assert "float32" not in message
