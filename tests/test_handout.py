@@ -73,7 +73,7 @@ def test_every_solution_region_is_found():
 def test_handout_holds_no_solution_body(built):
     assert leaks(built) == []
     assert not (built / "solutions").exists()
-    shipped = "\n".join(p.read_text() for p in (built / "grader" / "problems").glob("*.py"))
+    shipped = "\n".join(p.read_text() for p in (built / "grader" / "problems").rglob("*.py"))
     assert "hidden=True" not in shipped and "ctx.key" not in shipped
     hidden = [c.name for e in EXERCISES.values() for c in e.checks if c.hidden]
     assert hidden and not any(name in shipped for name in hidden)

@@ -176,6 +176,22 @@ def test_a_hint_stays_off_a_check_its_mistake_does_not_explain(tmp_path):
         [c for c in result.checks if hint in c.feedback])
 
 
+def test_an_unused_bias_is_named_and_costs_no_mask_check(zoo_results):
+    """A module that never adds its biases lost the per-head mask check on a mask that blocked
+    nothing ("got 0.5 ... expected 0.398875": the missing query bias), with no hint anywhere. The
+    mask check now judges the mask against the module's own weights, and the mistake is named."""
+    own = zoo_results["mha_bias_unused"]["mha"]
+    checks = {c.name: c for c in own.checks}
+    assert own.misconceptions == ["bias-unused"]
+    assert checks["test_per_head_mask_blocks_exactly"].passed
+    hint = ("Likely mistake (bias-unused): with bias=True each projection adds its bias: call "
+            "the layer itself (self.wq(x)), or add self.wq.bias when you multiply by "
+            "self.wq.weight yourself.")
+    assert hint in checks["test_matches_torch_multihead_attention"].feedback
+    assert hint in checks["test_gradients_match_torch"].feedback
+    assert own.score == 13  # the comparisons with nn.MultiheadAttention and the key only
+
+
 def test_report_and_json_carry_the_diagnosis(zoo_results, tmp_path):
     from grader.core.engine import grade_submission
 

@@ -260,9 +260,10 @@ class Exercise:
 
         It runs IN THE WORKER, which imports nothing of the kit: its source is sent there and
         run with NumPy, torch (``torch``, ``nn``, ``F``; a torch exercise's only) and the
-        worker's helpers (``plain``, ``BadReturn``, ``seed_cpu``, ``linears``, ``load_state``)
-        in scope. It takes the student's module first, then the request's keyword arguments.
-        The answer key runs the same function in the grading process, with its own module.
+        worker's helpers (``plain``, ``BadReturn``, ``seed_cpu``, ``linears``, ``load_state``,
+        ``run_backward``) in scope. It takes the student's module first, then the request's
+        keyword arguments. The answer key runs the same function in the grading process, with
+        its own module.
 
         ``measured=True`` (``@EX.operation(measured=True)``): each call runs in a fresh worker,
         and the student proxy returns ``(reply, peak)``, ``peak`` being the bytes of memory the

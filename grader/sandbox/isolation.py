@@ -87,8 +87,9 @@ class StudentError(Exception):
     def describe(self) -> str:
         text = f"{self.info.get('type')}: {self.info.get('message')}"
         where = self.info.get("where") or []
-        if where:
-            text += f" (at {where[-1]})"
+        if where:  # an error of autograd's engine: the forward line whose gradient failed
+            how = "in the backward pass of" if self.info.get("backward") is True else "at"
+            text += f" ({how} {where[-1]})"
         return text
 
 

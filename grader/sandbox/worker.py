@@ -24,6 +24,7 @@ from __future__ import annotations
 import dis
 import importlib
 import importlib.util
+import re
 import socket
 import sys
 import traceback
@@ -115,6 +116,42 @@ def load_state(module: Any, state: dict[str, np.ndarray]) -> None:
             if target is None or tuple(target.shape) != value.shape:
                 raise BadReturn(f"{key} is missing or has another shape than {value.shape}")
             target.copy_(torch.from_numpy(value))
+
+
+def run_backward(y: Any, grad: Any, again: Any) -> None:
+    """``y.backward(grad)``. When torch raises there (a tensor autograd needed was changed in
+    place...), no line of the student's is on the stack: autograd's engine runs the backward
+    pass. Then the forward pass runs again (``again()``, returning its ``y``) under autograd's
+    anomaly mode, which records where each operation was called, and the error carries the
+    student's frames of the operation whose gradient failed (``forward_frames``)."""
+    try:
+        y.backward(grad)
+    except Exception as error:
+        error.forward_frames = _anomaly_frames(again, grad)  # type: ignore[attr-defined]
+        raise
+
+
+# A frame of the forward call that torch's anomaly mode reports: (file, line, function, code).
+ANOMALY_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<name>[^\n]+)\n'
+                           r"(?: {4}(?P<code>[^\n]*))?")
+
+
+def _anomaly_frames(again: Any, grad: Any) -> list[tuple[str, int, str, str]]:
+    import torch
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with torch.autograd.set_detect_anomaly(True, check_nan=False):
+            try:
+                again().backward(grad)
+            except Exception:
+                pass
+    for warning in caught:
+        text = str(warning.message)
+        if "Traceback of forward call that caused the error" in text:
+            return [(m["file"], int(m["line"]), m["name"].strip(), (m["code"] or "").strip())
+                    for m in ANOMALY_FRAME.finditer(text)]
+    return []
 
 
 # -- proxies: another exercise's functions, run by the grading process ---------------------------
@@ -245,7 +282,7 @@ class Session:
                 setattr(root, name, module)
                 sys.modules.setdefault(name, module)  # a bare `import softmax` gets the same
         helpers = {"plain": plain, "BadReturn": BadReturn, "seed_cpu": seed_cpu,
-                   "linears": linears, "load_state": load_state}
+                   "linears": linears, "load_state": load_state, "run_backward": run_backward}
         prelude = PRELUDE + (TORCH_PRELUDE if framework == "torch" else "")
         for op, source in ops.items():
             namespace = dict(helpers)
@@ -309,12 +346,27 @@ def _raised_by(error: BaseException, path: Path) -> bool:
     return raised and Path(code.co_filename).resolve() == path.resolve()
 
 
+def _in_folder(filename: str, folder: Path) -> bool:
+    """A real file of the submission (not ``<operation mha_forward>``, which would resolve
+    against the working directory)."""
+    try:
+        return (not filename.startswith("<")
+                and Path(filename).resolve().is_relative_to(folder.resolve()))
+    except (OSError, ValueError):
+        return False
+
+
 def _describe(error: BaseException, folder: Path, exercise: str) -> dict[str, Any]:
-    frames = [
-        f"{Path(f.filename).name} line {f.lineno}, in {f.name}: {(f.line or '').strip()}"
-        for f in traceback.extract_tb(error.__traceback__)
-        if Path(f.filename).resolve().is_relative_to(folder.resolve())
-    ]
+    frames = [(f.filename, f.lineno, f.name, f.line or "")
+              for f in traceback.extract_tb(error.__traceback__)]
+    own = [f for f in frames if _in_folder(f[0], folder)]
+    forward = getattr(error, "forward_frames", None)
+    backward = not own and isinstance(forward, list)
+    if backward:  # raised in autograd's engine: the forward line whose gradient failed
+        own = [f for f in forward if isinstance(f, tuple) and len(f) == 4
+               and _in_folder(str(f[0]), folder)]
+    where = [f"{Path(file).name} line {line}, in {name}: {str(code).strip()}"
+             for file, line, name, code in own]
     return {
         "type": type(error).__name__,
         "message": str(error)[:1000],
@@ -322,7 +374,8 @@ def _describe(error: BaseException, folder: Path, exercise: str) -> dict[str, An
         "not_implemented": isinstance(error, NotImplementedError)
                            and _raised_by(error, folder / f"{exercise}.py"),
         "bad_return": isinstance(error, BadReturn),
-        "where": frames[-3:],
+        "where": where[-3:],
+        "backward": backward and bool(where),
     }
 
 
