@@ -35,6 +35,7 @@ from .delegation import Rule, verdict
 from .diagnose import diagnose, feedback_line
 from .exercise import Check, Context, Exercise
 from .student import AnswerKey, NotImplementedYet, Student
+from .vacuous import verdicts, withhold
 
 # Small tensors gain nothing from threads, and a forked worker must not inherit a busy pool.
 torch.set_num_threads(1)
@@ -229,6 +230,8 @@ def grade_exercise(
         result.checks = [_zero(c, points[c.name], result.error) for c in checks]
         return result
     found: list[str] = []
+    calls: dict[str, set[str]] = {}  # check -> the functions and operations it called
+    ignored: dict[str, str] = {}  # function or operation -> why it ignores its input
     framework = exercise.framework
     try:
         with Sandbox(view, exercise.name, limits=limits, framework=framework) as sandbox:
@@ -236,10 +239,10 @@ def grade_exercise(
                 student = _loaded(sandbox, exercise, stand_ins)
                 ctx = Context(student, None, devices)
                 for check in visible:
-                    result.checks.append(
-                        run_check(check, ctx, course, points[check.name], secret))
+                    result.checks.append(_recorded(check, ctx, course, points, secret, calls))
                 if not all(c.passed for c in result.checks):
                     found = diagnose(exercise, student)  # probes are visible calls
+                ignored = verdicts(exercise, student, secret)
             finally:
                 result.output = sandbox.output()
         if hidden:
@@ -249,7 +252,7 @@ def grade_exercise(
                     ctx = Context(student, AnswerKey(key_folder, exercise), devices)
                     for check in hidden:
                         result.checks.append(
-                            run_check(check, ctx, course, points[check.name], secret))
+                            _recorded(check, ctx, course, points, secret, calls))
                     if not found and not all(c.passed for c in result.checks):
                         found = diagnose(exercise, student)  # only a hidden check failed
                 except (_LoadFailed, WorkerLost):
@@ -258,6 +261,8 @@ def grade_exercise(
                     result.output = joined_output(result.output, sandbox.output())
         if found or not all(c.passed for c in result.checks):
             note_misconceptions(result, found, hints=course.hints, exercise=exercise)
+        for c in result.checks:
+            withhold(c, calls.get(c.name, set()), ignored)
     except (_LoadFailed, WorkerLost) as error:
         result.error = getattr(error, "reason", None) or str(error)
         done = {c.name for c in result.checks}
@@ -266,6 +271,15 @@ def grade_exercise(
             _zero_result(c, result.error) for c in result.checks
         ]
         result.checks.sort(key=lambda c: [x.name for x in checks].index(c.name))
+    return result
+
+
+def _recorded(check: Check, ctx: Context, course: Course, points: dict[str, float],
+              secret: str, calls: dict[str, set[str]]) -> CheckResult:
+    """``run_check``, noting in ``calls`` what the check called of the student's code."""
+    ctx.student.names_called.clear()
+    result = run_check(check, ctx, course, points[check.name], secret)
+    calls[check.name] = set(ctx.student.names_called)
     return result
 
 
