@@ -1,20 +1,22 @@
 """No points for ignoring the input.
 
 A uniform softmax meets "every row sums to 1" and "adding a constant changes nothing" whatever
-its input, and rejects NaN as the key does: those checks pass, and prove nothing. So each
-exercise declares, for what the student writes, informative inputs (``@EX.informative_inputs``:
-two calls whose answers differ, seeded by the course secret so that no file can tell them
-apart from any other input). After the visible checks, the grader calls the student's code on
-them, here in the grading process's terms: a result that
+its input, and rejects NaN as the key does: those checks pass, and show nothing. So each
+exercise declares informative inputs for what the student writes (``@EX.informative_inputs``:
+two calls whose answers differ, drawn from the course secret, so a file cannot know them in
+advance). After the visible checks and the diagnosis, in the same worker, the student's code is
+called on them, and a result that
 
-1. returns one of its arguments as it was given (softmax returning the logits, attention
-   returning ``v``),
+1. is one of its arguments as it was given (softmax returning the logits, attention returning
+   ``v``),
 2. is the same for both inputs (uniform weights, zeros, a fixed array), or
 3. holds one repeated value (a mask that blocks nothing, every weight 1/T),
 
-ignores its input, and every check that called it passes without its points, with one line
-that says why. A part of one number (a length, a count) is never judged. Every other result,
-however wrong, keeps the points of the checks it passes, as before.
+ignores its input: every check that called that function (or operation) passes without its
+points, with one line that says why. This holds for any part of a result (attention's weights
+alone); a part of one number (a length, a count) is never judged. Every other result, however
+wrong, keeps the points of the checks it passes. What it does not stop: a file that answers
+uniformly to the checks and otherwise to these last calls of its worker.
 """
 
 from __future__ import annotations
