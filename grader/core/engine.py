@@ -37,6 +37,7 @@ from .delegation import Rule, verdict
 from .diagnose import diagnose, note_misconceptions
 from .exercise import Check, Context, Exercise
 from .student import AnswerKey, NotImplementedYet, Student
+from .vacuous import verdicts, withhold
 
 # Small tensors gain nothing from threads, and a forked worker must not inherit a busy pool.
 torch.set_num_threads(1)
@@ -248,6 +249,8 @@ def grade_exercise(
     found: list[str] = []
     evidence: dict[str, list[tuple]] = {}  # a failing check -> the calls of its shown example
     probed: dict[str, tuple] = {}  # a misconception -> the probe's call that showed it
+    calls: dict[str, set[str]] = {}  # check -> the functions and operations it called
+    ignored: dict[str, str] = {}  # function or operation -> why it ignores its input
     framework = exercise.framework
     try:
         with Sandbox(view, exercise.name, limits=limits, framework=framework) as sandbox:
@@ -256,11 +259,11 @@ def grade_exercise(
                 ctx = Context(student, None, devices)
                 student._calls = ctx.calls
                 for check in visible:
-                    result.checks.append(
-                        run_check(check, ctx, course, points[check.name], secret))
+                    result.checks.append(_recorded(check, ctx, course, points, secret, calls))
                     evidence[check.name] = list(ctx.calls)
                 if not all(c.passed for c in result.checks):
                     found = diagnose(exercise, student, probed)  # probes are visible calls
+                ignored = verdicts(exercise, student, secret)
             finally:
                 result.output = sandbox.output()
         if hidden:
@@ -271,7 +274,7 @@ def grade_exercise(
                     student._calls = ctx.calls
                     for check in hidden:
                         result.checks.append(
-                            run_check(check, ctx, course, points[check.name], secret))
+                            _recorded(check, ctx, course, points, secret, calls))
                         evidence[check.name] = list(ctx.calls)
                     if not found and not all(c.passed for c in result.checks):
                         found = diagnose(exercise, student, probed)  # only a hidden one failed
@@ -282,6 +285,8 @@ def grade_exercise(
         if found or not all(c.passed for c in result.checks):
             note_misconceptions(result, found, hints=course.hints, exercise=exercise,
                                 evidence=evidence, probed=probed)
+        for c in result.checks:
+            withhold(c, calls.get(c.name, set()), ignored)
     except (_LoadFailed, WorkerLost) as error:
         result.error = getattr(error, "reason", None) or str(error)
         done = {c.name for c in result.checks}
@@ -290,6 +295,15 @@ def grade_exercise(
             _zero_result(c, result.error) for c in result.checks
         ]
         result.checks.sort(key=lambda c: [x.name for x in checks].index(c.name))
+    return result
+
+
+def _recorded(check: Check, ctx: Context, course: Course, points: dict[str, float],
+              secret: str, calls: dict[str, set[str]]) -> CheckResult:
+    """``run_check``, noting in ``calls`` what the check called of the student's code."""
+    ctx.student.names_called.clear()
+    result = run_check(check, ctx, course, points[check.name], secret)
+    calls[check.name] = set(ctx.student.names_called)
     return result
 
 

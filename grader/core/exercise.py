@@ -87,6 +87,21 @@ class Misconception:
 
 
 @dataclass(frozen=True)
+class Informative:
+    """Inputs on which the answer depends: ``examples(rng)`` gives the positional arguments of
+    two calls of ``call`` (a function or an operation) whose answers differ from each other
+    and from every argument, and have no part of one repeated value. A result that is on them
+    (the same for both, one repeated value, or an argument as is) ignores its input, and each
+    check that calls any of ``covers`` then passes without its points
+    (``grader.core.vacuous``)."""
+
+    call: str
+    label: str  # how the student knows it: "softmax", "MultiHeadAttention's forward"
+    covers: tuple[str, ...]
+    examples: Callable[[Any], list[tuple]]
+
+
+@dataclass(frozen=True)
 class Check:
     exercise: str
     name: str
@@ -190,6 +205,7 @@ class Exercise:
         self.explained: dict[str, tuple[str, ...]] = {}  # misconception -> the checks it fails
         # misconception -> {function: its mistaken version, giving the candidate answers}
         self.mistaken: dict[str, dict[str, Callable[..., list[Any]]]] = {}
+        self.informative: list[Informative] = []
         self.operations: dict[str, Callable[..., Any]] = {}
         self.references: dict[str, Callable[..., Any]] = {}
 
@@ -254,6 +270,19 @@ class Exercise:
     def explains(self, misconception_id: str, check: str, *, hidden: bool = False) -> bool:
         """Whether a failure of ``check`` supports the diagnosis ``misconception_id``."""
         return hidden or check in self.explained.get(misconception_id, ())
+
+    def informative_inputs(self, call: str, *, label: str = "", covers: tuple[str, ...] = ()):
+        """Register the informative inputs of ``call`` (``Informative``): the decorated
+        function takes a seeded ``numpy.random.Generator`` and returns the positional
+        arguments of two calls. ``covers``: the names whose checks a vacuous result costs
+        (``call`` itself by default)."""
+
+        def decorate(func: Callable[[Any], list[tuple]]) -> Callable[[Any], list[tuple]]:
+            self.informative.append(
+                Informative(call, label or call, tuple(covers) or (call,), func))
+            return func
+
+        return decorate
 
     def operation(self, func: Callable[..., Any] | None = None, *, measured: bool = False):
         """Register a worker operation (beyond calling one of ``functions``).

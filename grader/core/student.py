@@ -46,6 +46,7 @@ class Student:
         self._exercise = exercise
         self._trusted = trusted  # the answer key itself: its own files, no rule
         self._key_folder = key_folder  # what answers the proxies, when there is one
+        self.names_called: set[str] = set()  # the functions and operations called so far
         sandbox.answer = self._answer
 
     def siblings(self) -> dict[str, dict[str, str]]:
@@ -178,6 +179,7 @@ class Student:
             raise AttributeError(name)
         if name in self._exercise.functions:
             def call(*args: Any, **kwargs: Any) -> Any:
+                self.names_called.add(name)
                 try:
                     reply = self._request("call", func=name, args=_wire(list(args)),
                                           kwargs=kwargs)
@@ -191,6 +193,7 @@ class Student:
             params = signature.co_varnames[1:signature.co_argcount]  # after the module
 
             def call(*args: Any, **kwargs: Any) -> Any:
+                self.names_called.add(name)
                 kwargs.update(zip(params, args))
                 if getattr(self._exercise.operations[name], "measured", False):
                     return self._measured(name, **kwargs)

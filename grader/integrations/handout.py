@@ -95,6 +95,8 @@ The grader runs property checks (generated inputs, compared with PyTorch) and te
 failing check, the property that broke and the smallest input that breaks it. Your code runs in
 a separate process per exercise: a crash, an infinite loop (60 s limit) or `sys.exit` costs
 that exercise only, and what your code prints is not part of the report.
+A function whose result ignores its input (the same for any input, or its input as given)
+earns no points from the checks it passes: uniform weights do sum to 1, and show nothing.
 
 With `pytest` (and your editor's test panel, with `.venv` as the interpreter) each check is one
 test, `exercises/<exercise>.py::<check>` (`pytest -k softmax`, `pytest --lf`, `pytest -m

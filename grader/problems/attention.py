@@ -242,6 +242,20 @@ def test_rejects_query_with_no_allowed_key(ctx):
     )
 
 
+@EX.informative_inputs("causal_mask")
+def informative_lengths(rng):
+    """Two lengths of 2 or more, one apart: their causal masks block some pairs, not all."""
+    t = int(rng.integers(2, 6))
+    return [(t,), (t + 1,)]
+
+
+@EX.informative_inputs("scaled_dot_product_attention")
+def informative_attention(rng):
+    """Two q, k, v of shape (3, 2) each, no mask: outputs and weights differ, and no weight
+    row is uniform."""
+    return [tuple(rng.standard_normal((3, 2)) for _ in "qkv") for _ in range(2)]
+
+
 ### BEGIN HIDDEN CHECKS
 @EX.check(points=1, hidden=True,
           prop="scaled_dot_product_attention agrees with the answer key.")

@@ -173,6 +173,12 @@ def test_rejects_bad_inputs(ctx):
                        "mask [[False, True], [True, True]] (query 1 sees nothing)")
 
 
+@EX.informative_inputs("attention_backward")
+def informative_attention(rng):
+    """Two q, k, v and grad_output of shape (3, 2) each, no mask."""
+    return [tuple(rng.standard_normal((3, 2)) for _ in range(4)) for _ in range(2)]
+
+
 ### BEGIN HIDDEN CHECKS
 @EX.check(points=1, hidden=True, prop="attention_backward agrees with the answer key.")
 @given(case=attention_grad_case())

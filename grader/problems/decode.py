@@ -225,6 +225,19 @@ def test_rejects_keys_on_another_device(ctx):
                        "a cache on cpu given keys on the meta device")
 
 
+@EX.informative_inputs("decode_run", label="decode_step")
+def informative_chunks(rng):
+    """One module (d_model 4 in 2 heads, no bias) and two inputs of 3 tokens, decoded in
+    chunks of 1 then 2, and of 2 then 1."""
+    state = {f"{name}.weight": rng.standard_normal((4, 4)) / 2
+             for name in ("wq", "wk", "wv", "wo")}
+    cases = []
+    for cut in (1, 2):
+        x = rng.standard_normal((1, 3, 4))
+        cases.append((4, 2, False, state, [x[:, :cut], x[:, cut:]]))
+    return cases
+
+
 ### BEGIN HIDDEN CHECKS
 @EX.check(points=1, hidden=True, prop="decode_step agrees with the answer key.")
 @given(case=decode_case())

@@ -250,6 +250,12 @@ def test_rejects_bad_shapes_masks_and_queries_with_no_key(ctx):
             what)
 
 
+@EX.informative_inputs("flash_attention", covers=("flash_attention", "flash_peak"))
+def informative_attention(rng):
+    """Two q, k, v of shape (4, 2) each, no mask, in blocks of 2 keys."""
+    return [(*(rng.standard_normal((4, 2)) for _ in "qkv"), None, 2) for _ in range(2)]
+
+
 ### BEGIN HIDDEN CHECKS
 @EX.check(points=1, hidden=True, prop="flash_attention agrees with the answer key.")
 @given(case=flash_case())

@@ -262,6 +262,21 @@ def test_rejects_indivisible_heads(ctx):
             f"d_model={d_model}, n_head={n_head}, n_kv_head={n_kv_head}")
 
 
+@EX.informative_inputs("repeat_kv")
+def informative_kv(rng):
+    """Two (1, 2, 3, 2) key tensors, each head repeated twice."""
+    return [(rng.standard_normal((1, 2, 3, 2)), 2) for _ in range(2)]
+
+
+@EX.informative_inputs("gqa_forward", label="GroupedQueryAttention's forward")
+def informative_tokens(rng):
+    """One module (d_model 4, 2 query heads sharing 1 key/value head, no bias) and two
+    inputs x of shape (1, 3, 4)."""
+    state = {f"{name}.weight": rng.standard_normal((out, 4)) / 2
+             for name, out in (("wq", 4), ("wk", 2), ("wv", 2), ("wo", 4))}
+    return [(4, 2, 1, False, state, rng.standard_normal((1, 3, 4))) for _ in range(2)]
+
+
 ### BEGIN HIDDEN CHECKS
 @EX.check(points=1, hidden=True, prop="GroupedQueryAttention agrees with the answer key.")
 @given(case=gqa_case())

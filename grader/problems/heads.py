@@ -110,6 +110,18 @@ def test_merge_rejects_non_4d(ctx):
         expect_value_error(lambda x=x: ctx.student.merge_heads(x), f"x of shape {x.shape}")
 
 
+@EX.informative_inputs("split_heads")
+def informative_widths(rng):
+    """Two (1, 3, 4) inputs in 2 heads."""
+    return [(rng.standard_normal((1, 3, 4)), 2) for _ in range(2)]
+
+
+@EX.informative_inputs("merge_heads")
+def informative_heads(rng):
+    """Two (1, 2, 3, 2) inputs: 2 heads of 3 positions."""
+    return [(rng.standard_normal((1, 2, 3, 2)),) for _ in range(2)]
+
+
 ### BEGIN HIDDEN CHECKS
 @EX.check(points=1, hidden=True, prop="split_heads and merge_heads agree with the answer key.")
 @given(case=heads_case())

@@ -116,6 +116,14 @@ def test_rejects_bad_arguments(ctx):
         )
 
 
+@EX.informative_inputs("kv_cache_mask")
+def informative_sizes(rng):
+    """Two (n_cached, n_new) with n_new >= 2, the second with one more cached: each mask
+    blocks some keys, not all."""
+    n_cached, n_new = int(rng.integers(1, 4)), int(rng.integers(2, 4))
+    return [(n_cached, n_new), (n_cached + 1, n_new)]
+
+
 ### BEGIN HIDDEN CHECKS
 @EX.check(points=1, hidden=True, prop="kv_cache_mask agrees with the answer key.")
 @given(sizes=kv_sizes)

@@ -160,6 +160,21 @@ def test_rejects_invalid_sizes(ctx):
                            f"padding_mask({lengths}, {t})")
 
 
+@EX.informative_inputs("sliding_window_mask")
+def informative_windows(rng):
+    """Two (t, window) with t >= 3, the second one longer: each mask blocks some keys, not
+    all."""
+    t, window = int(rng.integers(3, 6)), int(rng.integers(1, 3))
+    return [(t, window), (t + 1, window)]
+
+
+@EX.informative_inputs("padding_mask")
+def informative_lengths(rng):
+    """Two batches of 2 lengths, below t = 4 and below t = 5: each mask blocks some keys, not
+    all."""
+    return [([int(n) for n in rng.integers(1, t, size=2)], t) for t in (4, 5)]
+
+
 ### BEGIN HIDDEN CHECKS
 @EX.check(points=1, hidden=True,
           prop="sliding_window_mask and padding_mask agree with the answer key.")

@@ -254,6 +254,12 @@ def test_rejects_bad_inputs(ctx):
             lambda a=bad_x, p=positions, b=base: ctx.student.rotary_embedding(a, p, base=b), what)
 
 
+@EX.informative_inputs("rotary_embedding")
+def informative_rows(rng):
+    """Two (3, 4) inputs at positions from 1 to 6 (position 0 would leave a row as it is)."""
+    return [(rng.standard_normal((3, 4)), rng.integers(1, 7, size=3)) for _ in range(2)]
+
+
 ### BEGIN HIDDEN CHECKS
 @EX.check(points=1, hidden=True, prop="rotary_embedding agrees with the answer key.")
 @given(case=rope_case())

@@ -188,6 +188,12 @@ def test_rejects_non_real_and_inexact_integers(ctx):
         expect_value_error(lambda v=value: ctx.student.softmax(v), what)
 
 
+@EX.informative_inputs("softmax")
+def informative_logits(rng):
+    """Two (2, 3) logits along the last axis: their softmaxes differ, and no row is uniform."""
+    return [(rng.standard_normal((2, 3)), -1) for _ in range(2)]
+
+
 ### BEGIN HIDDEN CHECKS
 @EX.check(points=1, hidden=True, prop="softmax agrees with the answer key.")
 @given(case=logits_and_axis())

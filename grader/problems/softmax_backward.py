@@ -152,6 +152,16 @@ def test_rejects_mismatched_shapes(ctx):
         )
 
 
+@EX.informative_inputs("softmax_backward")
+def informative_gradients(rng):
+    """Two softmaxes of (2, 3) logits with their upstream gradients, along the last axis."""
+    cases = []
+    for _ in range(2):
+        e = np.exp(rng.standard_normal((2, 3)))
+        cases.append((e / e.sum(axis=-1, keepdims=True), rng.standard_normal((2, 3)), -1))
+    return cases
+
+
 ### BEGIN HIDDEN CHECKS
 @EX.check(points=1, hidden=True, prop="softmax_backward agrees with the answer key.")
 @given(case=backward_case())

@@ -358,6 +358,13 @@ def test_rejects_fully_masked_query(ctx):
     )
 
 
+@EX.informative_inputs("mha_forward", label="MultiHeadAttention's forward")
+def informative_tokens(rng):
+    """One module (d_model 4 in 2 heads, no bias) and two inputs x of shape (1, 3, 4)."""
+    state = {f"{name}.weight": rng.standard_normal((4, 4)) / 2 for name in PROJECTIONS}
+    return [(4, 2, False, state, rng.standard_normal((1, 3, 4))) for _ in range(2)]
+
+
 ### BEGIN HIDDEN CHECKS
 @EX.check(points=2, hidden=True, prop="MultiHeadAttention agrees with the answer key.")
 @given(case=mha_case())
