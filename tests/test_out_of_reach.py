@@ -218,3 +218,15 @@ def test_gradescope_gives_the_attack_nothing_and_prints_no_key(tmp_path, attack)
     scores = {**results["extra_data"]["exercises"], **results["extra_data"]["bonus"]}
     assert all(scores[name]["score"] == 0 for name in TARGETS[attack]), scores
     assert_no_key_text(json.dumps(results))
+
+
+def test_decode_cannot_have_the_key_run_the_attention_it_is_to_compute():
+    """A red team's decode_step kept every token and asked the core MultiHeadAttention, a proxy
+    the key answers, for the whole causal forward at each step: 10/10 on the old kit. decode may
+    build the module (its layers are what it works with), never run its forward."""
+    decode = graded(ATTACKS / "decode-by-proxy").results["decode"]
+    failing = {c.name: c.feedback for c in decode.checks if not c.passed}
+    assert "test_token_by_token_equals_full_causal_forward" in failing
+    assert decode.score <= 3  # the KVCache checks: its own work
+    assert "mha.MultiHeadAttention.forward is not something the file may use" in failing[
+        "test_token_by_token_equals_full_causal_forward"]

@@ -182,7 +182,8 @@ class Exercise:
 
     def __init__(self, name: str, *, functions: tuple[str, ...], framework: str, track: str,
                  points: int, order: int, title: str, rule: Rule | None = None,
-                 uses: tuple[str, ...] = ()):
+                 uses: tuple[str, ...] = (),
+                 module_methods: tuple[str, ...] = ("__init__", "forward")):
         if framework not in FRAMEWORKS or track not in TRACKS:
             raise ValueError(f"{name}: framework must be one of {FRAMEWORKS}, track {TRACKS}")
         self.name = name
@@ -199,6 +200,9 @@ class Exercise:
         # is graded those are proxies that the answer key answers outside the worker, so one
         # mistake costs one exercise. Any other sibling import gets the student's own file.
         self.uses = tuple(uses)
+        # What a proxied torch module class of those may do: be built, and run its forward
+        # (answered by the key), unless the exercise is to compute that forward itself.
+        self.module_methods = tuple(module_methods)
         self.checks: list[Check] = []
         self.misconceptions: dict[str, Misconception] = {}
         self.probes: list[tuple[str, Callable[[Any], bool]]] = []

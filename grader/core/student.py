@@ -96,7 +96,7 @@ class Student:
         args, kwargs = question.get("args"), question.get("kwargs")
         export, _, method = str(function).partition(".")
         if (name not in self._uses() or export not in self._known()[name].functions
-                or method not in ("", "__init__", "forward")
+                or (method and method not in self._exercise.module_methods)
                 or not isinstance(args, list) or not isinstance(kwargs, dict)):
             return _error(AttributeError(f"{name}.{function} is not something the file "
                                          "may use"))

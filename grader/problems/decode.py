@@ -31,6 +31,9 @@ from .mha import MultiHeadAttention, with_weights
 
 EX = Exercise("decode", functions=("KVCache", "decode_step"), framework="torch", track="bonus",
               points=10, order=10, rule=ATTENTION_RULE, uses=("kv_cache", "mha"),
+              # the core module may be built (its layers are what decode_step works with),
+              # never run: its forward, answered by the key, would do decode's work
+              module_methods=("__init__",),
               title="`KVCache` (`append`, `len`) and `decode_step(mha, x_new, cache)` over the "
                     "core `MultiHeadAttention`")
 
