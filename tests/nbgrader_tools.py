@@ -272,9 +272,11 @@ def attacker(release: dict) -> dict:
 
 
 def surrogate(release: dict, key: dict[str, str]) -> dict:
-    """The key's answers, but a comment in the softmax cell holds a lone surrogate: valid in a
-    notebook's JSON (as ``\\ud800``), never in a UTF-8 file."""
-    return with_answers(release, {**key, "softmax": key["softmax"] + "\n# \ud800\n"})
+    """The key's answers, with lone surrogates (valid in a notebook's JSON as ``\\ud800``,
+    never in a UTF-8 file): in a comment of the softmax cell (Python skips it), and in a string
+    of the kv_cache cell (the file cannot be read)."""
+    return with_answers(release, {**key, "softmax": key["softmax"] + "\n# \ud800\n",
+                                  "kv_cache": key["kv_cache"] + '\n_NOTE = "\ud800"\n'})
 
 
 def mangled(release: dict, key: dict[str, str]) -> dict:

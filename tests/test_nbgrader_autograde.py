@@ -29,7 +29,7 @@ from submission_tools import CORE, COURSE
 from grader.integrations import hide, kernel, notebook
 from grader.integrations.nbgrader_gradebook import Submission, cell_outputs
 
-GRADED = ("key", "two_wrong", "hostile", "mangled", "bare", "attacker")
+GRADED = ("key", "two_wrong", "hostile", "mangled", "bare", "attacker", "surrogate")
 
 
 @pytest.fixture(scope="module")
@@ -106,11 +106,11 @@ def test_a_lone_surrogate_costs_its_exercise_alone(isolated: Path) -> None:
     """Issue 19, case 1: a lone surrogate in one answer cell once stopped the whole class's
     autograde (a traceback, nobody recorded). Now it costs the cell's exercise."""
     cells, key = tools.gradebook(isolated, "surrogate"), tools.gradebook(isolated, "key")
-    softmax = {"softmax_tests", "softmax_hidden_tests"}
-    assert {name: cells[name] for name in softmax} == dict.fromkeys(softmax, 0)
-    assert {n: s for n, s in cells.items() if n not in softmax} == {
-        n: s for n, s in key.items() if n not in softmax}
-    assert "could not be imported" in _test_cell_text(isolated, "surrogate")["softmax_tests"]
+    kv_cache = {"kv_cache_tests", "kv_cache_hidden_tests"}
+    assert {name: cells[name] for name in kv_cache} == dict.fromkeys(kv_cache, 0)
+    assert {n: s for n, s in cells.items() if n not in kv_cache} == {
+        n: s for n, s in key.items() if n not in kv_cache}  # a comment's costs nothing
+    assert "could not be imported" in _test_cell_text(isolated, "surrogate")["kv_cache_tests"]
 
 
 def test_deleted_answer_cell_scores_zero_and_says_why(isolated: Path) -> None:

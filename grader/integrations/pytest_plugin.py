@@ -104,13 +104,16 @@ def catalogue() -> dict[str, Declared]:
     """Every exercise module's declaration, by name, as ``grader.problems.discover`` finds
     them; from the source when it states them plainly, else from the imported modules."""
     found: dict[str, Declared] = {}
-    for path in sorted((GRADER / "problems").glob("*.py")):
-        if path.stem.startswith("_"):
+    for path in sorted((GRADER / "problems").iterdir()):
+        name = path.stem if path.suffix == ".py" else path.name
+        if name.startswith("_") or not (path.suffix == ".py" or (path / "__init__.py").is_file()):
             continue
-        entry = declared(path.read_text())
-        if entry is None or entry.name != path.stem:
+        # a package (mha/): the one of its modules that declares EX and the checks
+        files = [path] if path.suffix == ".py" else sorted(path.glob("*.py"))
+        entries = [e for e in (declared(f.read_text()) for f in files) if e is not None]
+        if len(entries) != 1 or entries[0].name != name:
             return _imported()
-        found[entry.name] = entry
+        found[name] = entries[0]
     return found
 
 
