@@ -109,11 +109,13 @@ def core_submission(folder: Path) -> Path:
 
 
 # A student past the source rule (as if they had found a way): their softmax keeps sixteen
-# processes busy until the grader stops its worker.
+# processes busy until the grader stops its worker, each in a session of its own (the kernel's
+# autogroups would otherwise count them as one).
 CPU_HOG = """
 import os
 for _ in range(16):
     if os.fork() == 0:
+        os.setsid()
         while True:
             pass
 while True:
@@ -131,20 +133,22 @@ def neighbours(jobs: int = 2) -> dict[str, float]:
     from . import batch
 
     def until_honest(root: Path) -> float:
-        start, arrived = time.monotonic(), []
+        """Seconds from the empty folder's row (the batch's start-up done) to the honest one's;
+        the hog, sorted first, is graded from the start."""
+        start, arrived = time.monotonic(), {}
         batch.run(root, jobs=jobs, limits=Limits(timeout=30), progress=None,
-                  on_row=lambda row: row.student == "honest" and arrived.append(
-                      time.monotonic() - start))
-        return arrived[0]
+                  on_row=lambda row: arrived.setdefault(row.student, time.monotonic() - start))
+        return arrived["honest"] - arrived["a-empty"]
 
     verdict, group = engine._verdict, cgroups.worker_group
     figures: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="attention-kit-bench-") as tmp:
         alone, beside = Path(tmp) / "alone", Path(tmp) / "beside"
-        core_submission(alone / "honest")
-        core_submission(beside / "honest")
-        (beside / "hog").mkdir()
-        (beside / "hog" / "softmax.py").write_text(CPU_HOG)
+        for root in (alone, beside):
+            core_submission(root / "honest")
+            (root / "a-empty").mkdir()
+        (beside / "b-hog").mkdir()
+        (beside / "b-hog" / "softmax.py").write_text(CPU_HOG)
         engine._verdict = lambda *args, **kwargs: None  # the hog's `import os` runs
         try:
             figures["alone"] = until_honest(alone)
