@@ -267,6 +267,12 @@ def _limit_options(parser: argparse.ArgumentParser) -> None:
                         help="GiB a worker may allocate (default 4)")
 
 
+def _similarity_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--similarity-corpus", metavar="DIR",
+                        help="with --report: compare every student with the known outside "
+                             "solutions in DIR too (its folders of exercise files)")
+
+
 def _class_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--roster", metavar="FILE",
                         help="CSV with header folder,id,name,email (more columns kept): maps "
@@ -323,9 +329,7 @@ def build_parser() -> argparse.ArgumentParser:
     many.add_argument("--no-key", action="store_true", help="ignore solutions/ even if present")
     many.add_argument("--report", metavar="DIR",
                       help="write the class report here (index.html, summary.json, summary.md)")
-    many.add_argument("--similarity-corpus", metavar="DIR",
-                      help="with --report: compare every student with the known outside "
-                           "solutions in DIR too (its folders of exercise files)")
+    _similarity_option(many)
     _class_options(many)
     _shard_options(many)
     many.set_defaults(func=_batch)
@@ -339,9 +343,7 @@ def build_parser() -> argparse.ArgumentParser:
     merge.add_argument("--csv", required=True, metavar="FILE", help="write the scores here")
     merge.add_argument("--report", metavar="DIR",
                        help="write the class report here (index.html, summary.json, summary.md)")
-    merge.add_argument("--similarity-corpus", metavar="DIR",
-                       help="with --report: compare every student with the known outside "
-                            "solutions in DIR too (its folders of exercise files)")
+    _similarity_option(merge)
     _class_options(merge)
     merge.set_defaults(func=_merge)
 
