@@ -43,6 +43,7 @@ from pathlib import Path
 
 from ..core.course import KIT_ROOT as ROOT
 from ..core.course import load
+from .bench_profile import breakdown, breakdowns, torch_import  # noqa: F401  (breakdown: bench's)
 
 # The same figures for the kit before its workers were made to hold no answer, no torch (NumPy
 # exercises) and no way to torch's attention (commit 1740e78, measured by `make bench` on the
@@ -391,9 +392,17 @@ def main(argv: list[str] | None = None) -> int:
                         help="the slowdown of an honest student beside a CPU-hungry one (0: skip)")
     parser.add_argument("--against", type=Path, default=None,
                         help="another checkout of the kit: its key ratios measured in this run")
+    parser.add_argument("--breakdown", action=argparse.BooleanOptionalAction, default=True,
+                        help="first, where grading time goes (bench_profile)")
+    parser.add_argument("--breakdown-only", action="store_true", help="only the breakdown")
     args = parser.parse_args(argv)
+    if args.breakdown or args.breakdown_only:
+        breakdowns()
+        if args.breakdown_only:
+            return 0
+        print()
     if not args.class_only:
-        baseline = seconds([sys.executable, "-c", "import torch"])
+        baseline = torch_import()
         with tempfile.TemporaryDirectory(prefix="attention-kit-bench-") as tmp:
             key = core_submission(Path(tmp) / "key")
             core = seconds([sys.executable, "-m", "grader", "grade", str(key)])

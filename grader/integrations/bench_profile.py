@@ -1,0 +1,262 @@
+"""Where grading time goes: ``make bench``'s breakdown (``python -m grader bench
+--breakdown-only``).
+
+A folder is graded in a fresh process (``child``), as ``python -m grader grade`` grades it,
+with timers wrapped around the engine's parts in that process alone: nothing graded changes,
+and the score is printed beside the table. Each part's time is its own, the time of the parts
+it calls taken out (a round trip made while diagnosing is the student's, not the diagnosis's),
+so the rows add up to the wall time the parent measured. A part whose name the engine no
+longer has is skipped with a note; its time falls in "the rest".
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+MARK = "attention-kit-breakdown: "
+# The table's rows, in order: (key, label). "interpreter" and "rest" are measured by difference.
+PARTS = [
+    ("interpreter", "python start-up and exit (measured outside)"),
+    ("import", "start-up: import grader.core.engine"),
+    ("load", "start-up: course.load() and its exercises"),
+    ("zygote", "waiting for the zygotes (Zygote.wait_ready)"),
+    ("workers", "starting/stopping workers (Sandbox)"),
+    ("view", "building the worker's view (build_view)"),
+    ("student", "the student's time: round trips (request)"),
+    ("drawing", "drawing examples (Hypothesis)"),
+    ("arithmetic", "the checks' own arithmetic"),
+    ("key", "the answer key (AnswerKey calls)"),
+    ("diagnosis", "misconceptions (diagnose, note_misconceptions)"),
+    ("vacuous", "the vacuous rule (verdicts)"),
+    ("rest", "the rest"),
+]
+TOP = 5
+
+
+class _Clock:
+    """Exclusive times: each wrapped call's seconds, less those of the wrapped calls inside it."""
+
+    def __init__(self) -> None:
+        self.parts: Counter[str] = Counter()
+        self.pairs: Counter[str] = Counter()  # "exercise op" -> the round trips' seconds
+        self.calls: Counter[str] = Counter()
+        self.notes: list[str] = []
+        self._inner: list[float] = []  # per open call: seconds spent in wrapped calls inside
+
+    def timed(self, func: Callable, part: Callable[..., str] | str,
+              pair: Callable[..., str] | None = None) -> Callable:
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            self._inner.append(0.0)
+            start = time.perf_counter()
+            try:
+                return func(*args, **kwargs)
+            finally:
+                spent = time.perf_counter() - start
+                own = spent - self._inner.pop()
+                if self._inner:
+                    self._inner[-1] += spent
+                self.parts[part(*args, **kwargs) if callable(part) else part] += own
+                if pair is not None:
+                    key = pair(*args, **kwargs)
+                    self.pairs[key] += own
+                    self.calls[key] += 1
+        return wrapper
+
+    def wrap(self, owner: Any, name: str, part: Callable[..., str] | str,
+             pair: Callable[..., str] | None = None) -> None:
+        func = getattr(owner, name, None)
+        if func is None:
+            self.notes.append(f"{getattr(owner, '__name__', owner)}.{name} not found: "
+                              "its time is in the rest")
+            return
+        setattr(owner, name, self.timed(func, part, pair))
+
+
+def _request_pair(sandbox: Any, op: str, **kwargs: Any) -> str:
+    func = kwargs.get("func")
+    return f"{sandbox.exercise} {op}" + (f" {func}" if op == "call" and func else "")
+
+
+def _cpu_of(pid: int | None) -> float:
+    """CPU seconds of one process itself, its threads included (``/proc/PID/stat``); 0 when
+    it cannot be read."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def _count_workers(sandbox_class: Any, clock: _Clock) -> None:
+    """Add each worker's own CPU seconds to ``cpu_workers`` just before it is stopped (a
+    worker's children, and a worker that died on its own, are not counted)."""
+    kill = getattr(sandbox_class, "kill", None)
+    if kill is None or not hasattr(sandbox_class, "worker_pid"):
+        clock.notes.append("Sandbox.kill or worker_pid not found: the workers' CPU not read")
+        return
+
+    @functools.wraps(kill)
+    def counted(self: Any) -> None:
+        if not self.closed:
+            clock.parts["cpu_workers"] += _cpu_of(self.worker_pid())
+        kill(self)
+
+    sandbox_class.kill = counted
+
+
+def child(argv: list[str] | None = None) -> None:
+    """The measured process: grade ``argv[0]`` (its exercises ``argv[1:]``, or all) as
+    ``grader grade`` does, and print the parts' seconds as JSON after ``MARK``."""
+    args = sys.argv[1:] if argv is None else argv
+    clock, start = _Clock(), time.perf_counter()
+    from ..sandbox import isolation
+
+    isolation.start_zygote()  # as `grader grade` does: their imports overlap ours
+    from ..core import engine, exercise, student
+
+    clock.parts["import"] = time.perf_counter() - start
+    from ..core.course import load
+
+    loaded = time.perf_counter()
+    course = load()
+    exercises = course.exercises()
+    clock.parts["load"] = time.perf_counter() - loaded
+    clock.wrap(isolation.Zygote, "wait_ready", "zygote")
+    for name in ("__init__", "__exit__", "close"):
+        clock.wrap(isolation.Sandbox, name, "workers")
+    clock.wrap(isolation.Sandbox, "request", "student", _request_pair)
+    _count_workers(isolation.Sandbox, clock)
+    clock.wrap(engine, "build_view", "view")
+    clock.wrap(engine, "diagnose", "diagnosis")
+    clock.wrap(engine, "note_misconceptions", "diagnosis")
+    clock.wrap(engine, "verdicts", "vacuous")
+    # A property check's run, less its inner test, is Hypothesis drawing examples; a plain
+    # check's run is its own arithmetic.
+    clock.wrap(getattr(exercise, "Check", None), "run",
+               lambda check, *a, **k: "drawing" if check.is_property else "arithmetic")
+    inner = 0
+    for ex in exercises:
+        for check in ex.checks:
+            hypothesis = getattr(check.func, "hypothesis", None)
+            if hypothesis is not None and hasattr(hypothesis, "inner_test"):
+                hypothesis.inner_test = clock.timed(hypothesis.inner_test, "arithmetic")
+                inner += 1
+    if not inner:
+        clock.notes.append("no Hypothesis inner test found: drawing includes the arithmetic")
+    answer_key = getattr(student, "AnswerKey", None)
+    if answer_key is not None and hasattr(answer_key, "__getattr__"):
+        found = answer_key.__getattr__
+
+        def key_function(self: Any, name: str) -> Any:
+            return clock.timed(found(self, name), "key")
+
+        answer_key.__getattr__ = key_function
+    else:
+        clock.notes.append("student.AnswerKey not found: its time is in the arithmetic")
+    graded = time.perf_counter()
+    result = engine.grade_submission(args[0], course=course, exercises=args[1:] or None)
+    end = time.perf_counter()
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    zygotes = getattr(isolation, "_ZYGOTES", {}).values()
+    clock.parts["cpu_zygotes"] = sum(_cpu_of(z.process.pid) for z in zygotes)
+    figures: dict[str, Any] = {
+        "child": end - start, "grade": end - graded, **clock.parts,
+        "cpu_self": usage.ru_utime + usage.ru_stime,
+        "score": result.score, "max_score": result.max_score,
+        "bonus_score": result.bonus_score, "bonus_max_score": result.bonus_max_score,
+        "pairs": {k: [v, clock.calls[k]] for k, v in clock.pairs.most_common(TOP)},
+        "notes": clock.notes,
+    }
+    print(MARK + json.dumps(figures), flush=True)
+
+
+@functools.cache
+def torch_import() -> float:
+    """Seconds for ``python -c "import torch"``, median of 3: measured once per run."""
+    from .bench import seconds
+
+    return seconds([sys.executable, "-c", "import torch"])
+
+
+def breakdown(folder: Path, exercises: list[str] | None = None) -> dict[str, float]:
+    """Grade ``folder`` (``exercises`` of it, or all) in a fresh process with the engine's
+    parts timed; return the seconds of each part (``PARTS``' keys), ``total``, the CPU
+    seconds of the grading process (``cpu_self``) and of the machine (``cpu_machine``), the
+    score, and ``request EXERCISE OP``: the top round trips' seconds."""
+    from .bench import ROOT, _cpu
+
+    command = [sys.executable, "-c",
+               "from grader.integrations.bench_profile import child; child()",
+               str(folder), *(exercises or [])]
+    cpu0, start = _cpu(), time.perf_counter()
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    total, cpu = time.perf_counter() - start, _cpu() - cpu0
+    lines = [line for line in done.stdout.splitlines() if line.startswith(MARK)]
+    if done.returncode != 0 or not lines:
+        raise RuntimeError(f"the breakdown's grading process failed ({done.returncode}):\n"
+                           f"{done.stderr[-2000:]}")
+    child_figures = json.loads(lines[-1][len(MARK):])
+    figures: dict[str, float] = {"total": total, "cpu_machine": cpu,
+                                 "interpreter": total - child_figures["child"]}
+    for key, value in child_figures.items():
+        if isinstance(value, int | float):
+            figures[key] = float(value)
+    figures["rest"] = child_figures["child"] - sum(
+        figures.get(key, 0.0) for key, _ in PARTS if key not in ("interpreter", "rest"))
+    for key, (spent, calls) in child_figures["pairs"].items():
+        figures[f"request {key}"] = spent
+        figures[f"calls {key}"] = float(calls)
+    _print(figures, child_figures["notes"], torch_import())
+    return figures
+
+
+def _print(figures: dict[str, float], notes: list[str], baseline: float) -> None:
+    total = figures["total"]
+    print(f"score {figures['score']:g}/{figures['max_score']:g}, bonus "
+          f"{figures['bonus_score']:g}/{figures['bonus_max_score']:g} (graded as usual)")
+    print(f"{'part':<50} {'s':>6} {'share':>6} {'x torch':>7}")
+    for key, label in [*PARTS, ("total", "total (wall)")]:
+        spent = figures.get(key, 0.0)
+        print(f"{label:<50} {spent:6.2f} {100 * spent / total:5.1f}% {spent / baseline:6.2f}x")
+    others = figures["cpu_machine"] - figures["cpu_self"]
+    print(f"CPU s: the grading process {figures['cpu_self']:.2f}, its workers "
+          f"{figures.get('cpu_workers', 0):.2f} and zygotes {figures.get('cpu_zygotes', 0):.2f} "
+          f"(each process's own, /proc); the machine {figures['cpu_machine']:.2f}, of which "
+          f"{others:.2f} not the grading process (anything else running included)")
+    print(f"import torch: {baseline:.2f} s (median of 3, this run)")
+    print(f"  {'round trips, top 5 (exercise op [func])':<48} {'s':>6} {'calls':>6}")
+    for key in [k for k in figures if k.startswith("request ")]:
+        print(f"  {key[len('request '):]:<48} {figures[key]:6.2f} "
+              f"{figures['calls ' + key[len('request '):]]:6.0f}")
+    for note in notes:
+        print(f"  note: {note}")
+
+
+def breakdowns() -> None:
+    """The three tables: the whole answer key, its six core exercises, softmax alone."""
+    from .bench import ROOT, core_submission
+
+    load1 = os.getloadavg()[0]
+    print(f"where grading time goes (a fresh process each; load average {load1:.1f} "
+          f"on {os.cpu_count()} cores before)")
+    with tempfile.TemporaryDirectory(prefix="attention-kit-bench-") as tmp:
+        core = core_submission(Path(tmp) / "key")
+        for title, folder, exercises in [
+            ("the answer key (solutions/, every exercise)", ROOT / "solutions", None),
+            ("the six core exercises (core_submission)", core, None),
+            ("--exercise softmax", core, ["softmax"]),
+        ]:
+            print(f"\n{title}:")
+            breakdown(folder, exercises)
