@@ -208,6 +208,14 @@ def breakdown(folder: Path, exercises: list[str] | None = None) -> dict[str, flo
         raise RuntimeError(f"the breakdown's grading process failed ({done.returncode}):\n"
                            f"{done.stderr[-2000:]}")
     child_figures = json.loads(lines[-1][len(MARK):])
+    figures = _combine(child_figures, total, cpu)
+    _print(figures, child_figures["notes"], torch_import())
+    return figures
+
+
+def _combine(child_figures: dict[str, Any], total: float, cpu: float) -> dict[str, float]:
+    """The child's figures with the parent's wall ``total`` and machine ``cpu`` seconds, and
+    the two parts measured by difference: the interpreter's start and exit, and the rest."""
     figures: dict[str, float] = {"total": total, "cpu_machine": cpu,
                                  "interpreter": total - child_figures["child"]}
     for key, value in child_figures.items():
@@ -218,7 +226,6 @@ def breakdown(folder: Path, exercises: list[str] | None = None) -> dict[str, flo
     for key, (spent, calls) in child_figures["pairs"].items():
         figures[f"request {key}"] = spent
         figures[f"calls {key}"] = float(calls)
-    _print(figures, child_figures["notes"], torch_import())
     return figures
 
 
