@@ -25,10 +25,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hypothesis import HealthCheck, Phase, Verbosity, seed, settings
-from hypothesis.internal.conjecture import providers as _providers
 
+from . import replay
 from .course import TRACKS
 from .delegation import NUMPY_RULE, Rule
+from .internals import providers as _providers
 
 FRAMEWORKS = ("numpy", "torch")
 
@@ -124,12 +125,21 @@ class Check:
         fixed by its name (and ``seed_text``, the course secret for hidden checks)."""
         ctx.example = {}
         ctx.calls.clear()
-        if self.is_property:
-            # Set on every run, not once: the course decides the count.
-            self.func._hypothesis_internal_use_settings = settings(  # type: ignore[attr-defined]
-                GRADING, max_examples=self.examples or examples)
-            seed(zlib.crc32(f"{seed_text}{self.exercise}.{self.name}".encode()))(self.func)
-        self.func(ctx)
+        if not self.is_property:
+            self.func(ctx)
+            return
+        count = self.examples or examples
+        key = (self.func, seed_text, count, tuple(ctx.devices))
+        if replay.replayed(key, self.func.hypothesis.inner_test, ctx):
+            return  # the examples Hypothesis drew before, every one passed
+        ctx.example = {}
+        ctx.calls.clear()
+        # Set on every run, not once: the course decides the count.
+        self.func._hypothesis_internal_use_settings = settings(  # type: ignore[attr-defined]
+            GRADING, max_examples=count)
+        seed(zlib.crc32(f"{seed_text}{self.exercise}.{self.name}".encode()))(self.func)
+        with replay.recording(key, self.func.hypothesis):
+            self.func(ctx)
 
 
 def _is_data(value: Any) -> bool:

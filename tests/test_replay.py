@@ -1,0 +1,140 @@
+"""Examples drawn once and replayed (``grader.core.replay``): a replayed check passes or fails
+exactly as a drawn one does, says the same, and draws nothing when it passes."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
+from submission_tools import KIT
+
+from grader.core import engine, replay
+from grader.core.assertions import CheckFailed
+from grader.core.exercise import Context, Exercise
+from grader.integrations import report
+
+EX = Exercise("replay_demo", functions=("f",), framework="numpy", track="core", points=4,
+              order=99, title="a made-up exercise")
+DRAWN: list[int] = []  # every value Hypothesis drew for `at_most_the_limit`
+
+
+class Stop(BaseException):
+    """Not a failure to Hypothesis: it ends the check at once."""
+
+
+@EX.check(points=1, prop="x is at most the student's limit.")
+@given(x=st.integers(0, 1000).map(lambda x: DRAWN.append(x) or x))
+def at_most_the_limit(ctx, x):
+    if ctx.student.stop is not None and x > ctx.student.stop:
+        raise Stop(x)
+    if x > ctx.student.limit:
+        raise CheckFailed(f"{x} is over the limit")
+
+
+@EX.check(points=1, prop="A drawn y is at most the limit too.")
+@given(x=st.integers(0, 10), data=st.data())
+def drawn_within(ctx, x, data):
+    y = data.draw(st.integers(0, 1000) if ctx.student.wide else st.integers(0, 1001), label="y")
+    if y > ctx.student.limit:
+        raise CheckFailed(f"{y} is over the limit")
+
+
+@EX.check(points=1, prop="Even x only.")
+@given(x=st.integers(0, 1000))
+def even_only(ctx, x):
+    assume(x % 2 == 0)
+
+
+def run(name: str, *, limit: int = 10_000, stop: int | None = None, wide: bool = True):
+    """Run the check ``name`` for a made-up student; its outcome and shown example."""
+    check = next(c for c in EX.checks if c.name == name)
+    ctx = Context(SimpleNamespace(limit=limit, stop=stop, wide=wide))
+    try:
+        check.run(ctx, examples=20)
+        outcome = "passed"
+    except CheckFailed as failure:
+        outcome = f"failed: {failure.message}"
+    return outcome, {k: v for k, v in ctx.example.items()}
+
+
+def key(name: str) -> tuple:
+    check = next(c for c in EX.checks if c.name == name)
+    return (check.func, "", 20, ("cpu",))
+
+
+@pytest.fixture(autouse=True)
+def fresh():
+    replay.forget()
+    DRAWN.clear()
+    yield
+    replay.forget()
+
+
+def test_a_passing_check_is_replayed_without_drawing():
+    assert run("at_most_the_limit") == ("passed", {"x": DRAWN[-1]})
+    drawn = len(DRAWN)
+    assert key("at_most_the_limit") in replay._RECORDED and drawn > 5
+    assert run("at_most_the_limit") == ("passed", {"x": DRAWN[-1]})
+    assert len(DRAWN) == drawn  # nothing drawn the second time
+
+
+def test_a_failure_is_handed_to_hypothesis_and_shrunk_as_without_replay():
+    run("at_most_the_limit")  # recorded
+    replayed = run("at_most_the_limit", limit=50)
+    replay.forget()
+    drawn = run("at_most_the_limit", limit=50)
+    assert replayed == drawn == ("failed: 51 is over the limit", {"x": 51})
+
+
+def test_an_exception_hypothesis_does_not_catch_ends_the_replay_as_it_ends_hypothesis():
+    run("at_most_the_limit")
+    with pytest.raises(Stop) as replayed:
+        run("at_most_the_limit", stop=50)
+    replay.forget()
+    with pytest.raises(Stop) as drawn:
+        run("at_most_the_limit", stop=50)
+    assert replayed.value.args == drawn.value.args
+
+
+def test_interactive_draws_are_replayed_and_a_different_draw_hands_over():
+    assert run("drawn_within")[0] == "passed"
+    assert all(example.data == {"data"} for example in replay._RECORDED[key("drawn_within")])
+    assert run("drawn_within")[0] == "passed"
+    # A body that draws from another strategy than the recorded one: Hypothesis draws again.
+    replayed = run("drawn_within", limit=500, wide=False)
+    replay.forget()
+    drawn = run("drawn_within", limit=500, wide=False)
+    assert replayed == drawn and replayed[0] == "failed: 501 is over the limit"
+
+
+def test_a_run_with_a_discarded_example_is_not_recorded():
+    assert run("even_only")[0] == "passed"
+    assert key("even_only") not in replay._RECORDED
+
+
+def test_a_zoo_entry_graded_after_the_key_is_told_exactly_what_it_is_told_alone(tmp_path,
+                                                                              monkeypatch):
+    """The answer key records every check (as a batch's preload does); a wrong submission
+    then replays, fails where it fails, and gets the same report as with nothing recorded."""
+    from zoo.catalog import BY_NAME, build
+
+    names = ["attention", "kv_cache"]
+    engine.grade_submission(KIT / "solutions", exercises=names)
+    assert len(replay._RECORDED) >= 10
+    outcomes = []
+    replayed_check = replay.replayed
+    monkeypatch.setattr(replay, "replayed", lambda *args: outcomes.append(
+        replayed_check(*args)) or outcomes[-1])
+    for entry in ("attention_scale_by_dk", "kv_blocks_nothing"):
+        submission = build(BY_NAME[entry], tmp_path)
+        replayed = report.to_json(engine.grade_submission(submission, exercises=names))
+        saved = dict(replay._RECORDED)
+        replay.forget()
+        drawn = report.to_json(engine.grade_submission(submission, exercises=names))
+        replay._RECORDED.update(saved)
+        assert json.dumps(replayed, sort_keys=True) == json.dumps(drawn, sort_keys=True)
+        assert replayed["score"] < 35  # of 35: the entry is wrong
+    assert outcomes.count(True) >= 10 and False in outcomes  # replayed, and handed over
