@@ -50,7 +50,7 @@ HOSTILE = {
         sys.exit("I give up")
     """,
 }
-LIMITS = Limits(timeout=8.0, memory=1 * GiB)
+LIMITS = Limits(timeout=8.0, memory=1 * GiB, call=0)  # the exercise-wide limit (no per call)
 
 
 def test_one_broken_exercise_costs_only_itself(tmp_path, monkeypatch):

@@ -72,9 +72,10 @@ def test_endless_output_is_cut_off_at_the_file_size_limit(tmp_path):
 
 
 def test_a_hang_is_stopped_at_the_time_limit(tmp_path):
+    """The exercise's own limit, with no limit per call (tests/test_call_limit.py has those)."""
     sub = make_submission(tmp_path / "s", {"softmax.py": broken("while True: pass")})
     result = engine.grade_submission(sub, exercises=["softmax", "kv_cache"],
-                                     limits=Limits(timeout=3))
+                                     limits=Limits(timeout=3, call=0))
     assert result.exercises["softmax"].score == 0
     assert "stopped after 3 s" in result.exercises["softmax"].error
     assert result.exercises["kv_cache"].score == 15
@@ -82,7 +83,7 @@ def test_a_hang_is_stopped_at_the_time_limit(tmp_path):
 
 def test_a_hang_at_import_is_stopped_too(tmp_path):
     sub = make_submission(tmp_path / "s", {"heads.py": "while True:\n    pass\n"})
-    result = engine.grade_submission(sub, exercises=["heads"], limits=Limits(timeout=2))
+    result = engine.grade_submission(sub, exercises=["heads"], limits=Limits(timeout=2, call=0))
     assert "stopped after 2 s" in result.exercises["heads"].error
 
 

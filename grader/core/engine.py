@@ -23,6 +23,7 @@ from ..sandbox import cgroups
 from ..sandbox.isolation import (
     OUTPUT_CAP,
     TRUNCATED,
+    CallTimedOut,
     Limits,
     Sandbox,
     StudentError,
@@ -186,6 +187,9 @@ def run_check(check: Check, ctx: Context, course: Course, points: float,
         result.feedback = _failure_text(
             check, ctx, "your code gave different results for the same input"
         )
+        return result
+    except CallTimedOut as error:  # the next call gets a fresh worker
+        result.feedback = _failure_text(check, ctx, error.reason)
         return result
     except WorkerLost:
         raise

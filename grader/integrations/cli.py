@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..core.course import Course, CourseError, load
+from ..sandbox.call_limit import CALL_WALL
 from ..sandbox.isolation import GiB, Limits
 
 if TYPE_CHECKING:  # imported where used: a command loads only what it needs
@@ -22,13 +23,15 @@ if TYPE_CHECKING:  # imported where used: a command loads only what it needs
 
 
 def _limits(args: argparse.Namespace) -> Limits:
-    return Limits(timeout=args.timeout, memory=int(args.memory * GiB))
+    return Limits(timeout=args.timeout, memory=int(args.memory * GiB), call=args.call_timeout)
 
 
 def _grade(args: argparse.Namespace) -> int:
+    from ..problems import frameworks
     from ..sandbox import isolation
 
-    isolation.start_zygote()  # its imports overlap with the engine's
+    # Their imports overlap with the engine's; a NumPy exercise alone needs no torch zygote.
+    isolation.start_zygote(frameworks(args.exercise) if args.exercise else None)
     from ..core import engine
     from . import report
 
@@ -263,6 +266,10 @@ def _bench(args: argparse.Namespace) -> int:
 def _limit_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=float, default=60.0,
                         help="wall seconds per exercise (default 60)")
+    parser.add_argument("--call-timeout", type=float, default=Limits().call,
+                        help="CPU seconds one call of the student's code may take (default "
+                             f"{Limits().call:g}; {CALL_WALL}x that in wall seconds); past it "
+                             "the check fails and the exercise goes on in a fresh worker")
     parser.add_argument("--memory", type=float, default=4.0,
                         help="GiB a worker may allocate (default 4)")
 

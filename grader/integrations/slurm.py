@@ -68,7 +68,8 @@ def scripts(args: argparse.Namespace) -> dict[str, str]:
         "exec " + _line([*_grader(args, "batch"), str(folder)]) + ' --shard '
         f'"${{SLURM_ARRAY_TASK_ID}}/{args.shards}" ' + _line([
             "--json-dir", str(results), "--timeout", f"{args.timeout:g}", "--memory",
-            f"{args.memory:g}", *(["--no-key"] if args.no_key else []),
+            f"{args.memory:g}", "--call-timeout", f"{args.call_timeout:g}",
+            *(["--no-key"] if args.no_key else []),
             *(["--trust-submissions"] if args.trust_submissions else [])])
         + f' --jobs "${{SLURM_CPUS_PER_TASK:-{args.cpus_per_task}}}"',
     ]

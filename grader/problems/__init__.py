@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import re
+from pathlib import Path
 
 from ..core.exercise import Exercise
 
@@ -26,4 +28,21 @@ def discover() -> dict[str, Exercise]:
             raise TypeError(f"grader/problems/{info.name}.py must define EX = Exercise("
                             f"{info.name!r}, ...)")
         found[exercise.name] = exercise
+    return found
+
+
+def frameworks(names: list[str]) -> set[str] | None:
+    """The frameworks the exercises ``names`` declare, read from their modules' text without
+    importing them (the grading process starts the zygotes it needs before it imports torch);
+    None when one cannot be read that way."""
+    found = set()
+    for name in names:
+        folder = Path(__path__[0])
+        sources = [folder / f"{name}.py", *sorted((folder / name).glob("*.py"))]
+        text = "".join(p.read_text() for p in sources if p.is_file())
+        declared = re.search(r"""Exercise\(\s*["']""" + re.escape(name)
+                             + r"""["'].{0,500}?framework=["'](\w+)["']""", text, re.S)
+        if declared is None:
+            return None
+        found.add(declared[1])
     return found

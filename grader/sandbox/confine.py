@@ -111,6 +111,11 @@ class Limits:
     # Wall seconds the worker may take over one exercise, loading included; only time spent
     # waiting for the worker counts, not the grader's own work between requests.
     timeout: float = 60.0
+    # CPU seconds one call may take (loading the file is a call): a call past it ends at once,
+    # the check it belongs to fails, and the exercise goes on in a fresh worker. Every call of
+    # the answer key takes under a tenth of it (tests/test_call_limit.py). Wall seconds are
+    # bounded too, at CALL_WALL times this (a call that sleeps or waits uses no CPU). 0: none.
+    call: float = 1.0
     memory: int = 4 * GiB  # bytes a worker may allocate beyond its start-up footprint
     network: bool = False
     drop_privileges: bool = True  # only has an effect when grading as root

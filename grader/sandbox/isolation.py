@@ -11,22 +11,18 @@ forged, extra or unreadable frame ends the exercise with "the worker sent a malf
 
 from __future__ import annotations
 
-import atexit
 import contextlib
-import json
 import os
 import select
 import signal
 import socket
-import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from . import cgroups, protocol
+from . import call_limit, cgroups, protocol
 from .confine import (  # noqa: F401  (GiB, Limits, unprivileged_user: re-exported)
     PACKAGES,
     GiB,
@@ -35,17 +31,23 @@ from .confine import (  # noqa: F401  (GiB, Limits, unprivileged_user: re-export
     kill_user_processes,
     unprivileged_user,
 )
-from .zygote import BOOT, EXIT_FORBIDDEN, SOURCES, request_bytes
+from .zygote import EXIT_FORBIDDEN
+from .zygotes import (  # noqa: F401  (re-exported: the zygotes, as the Sandbox asks them)
+    _ZYGOTES,
+    FRAMEWORKS,
+    Zygote,
+    start_zygote,
+    zygote,
+)
 
 OUTPUT_CAP = 4096  # characters of captured output kept for the instructor
 TRUNCATED = "\n[... output truncated]"
-SANDBOX = Path(__file__).resolve().parent
 MALFORMED = "the worker sent a malformed reply"
 FORBIDDEN = ("it called one of torch's own attention implementations "
              "(F.scaled_dot_product_attention, F.multi_head_attention_forward, "
              "nn.MultiheadAttention or a Transformer layer), and the exercise is to write "
              "attention, so it may not")
-FRAMEWORKS = ("numpy", "torch")
+MEASURED_CALLS = 10  # a measured operation's one call, in calls' CPU limits (``twin``)
 
 
 CONTROL = dict.fromkeys([*range(0, 9), *range(11, 32), 127, *range(128, 160)], "?")
@@ -104,126 +106,9 @@ class WorkerLost(BaseException):
         super().__init__(reason)
 
 
-# -- the zygote ------------------------------------------------------------------------------
-class Zygote:
-    """The clean process every worker of one framework is forked from; one per framework and
-    grading run, shared by the processes a batch forks (each connects on its own)."""
-
-    def __init__(self, framework: str = "torch") -> None:
-        if framework not in FRAMEWORKS:
-            raise ValueError(f"no zygote for framework {framework!r}")
-        self.framework = framework
-        self.folder = tempfile.mkdtemp(prefix="attention-kit-zygote-")  # 0700: root's alone
-        self.path = os.path.join(self.folder, "socket")
-        self.owner = os.getpid()
-        self.mounts = _mount_namespace()
-        sources = {name: (SANDBOX / f"{name}.py").read_text() for name in SOURCES}
-        self.log = tempfile.TemporaryFile()
-        # A small, fixed environment: what the grading process was started with (a course
-        # secret, tokens) must not sit in the workers' memory.
-        env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": "/",
-               "PYTORCH_NVML_BASED_CUDA_CHECK": "1", "OMP_NUM_THREADS": "1",
-               **{k: v for k, v in os.environ.items()
-                  if k in ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH") or k.startswith("NVIDIA_")}}
-        self.process = subprocess.Popen(
-            [sys.executable, "-I", "-c", BOOT, self.path, framework], stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=self.log, cwd="/", env=env,
-        )
-        assert self.process.stdin is not None
-        self.process.stdin.write(json.dumps(sources).encode() + b"\n")
-        self.process.stdin.flush()
-        self._ready = False
-        self._connections: dict[int, socket.socket] = {}
-
-    def alive(self) -> bool:
-        if os.getpid() == self.owner:
-            return self.process.poll() is None
-        try:  # a forked child cannot wait for its parent's child: ask the kernel instead
-            os.kill(self.process.pid, 0)
-        except ProcessLookupError:
-            return False
-        return True
-
-    def wait_ready(self) -> None:
-        if self._ready:
-            return
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline()
-        if line != b"ready\n":
-            self.log.seek(0)
-            tail = self.log.read()[-2000:].decode("utf-8", "replace")
-            raise RuntimeError(f"the worker zygote did not start:\n{tail}")
-        self._ready = True
-
-    def connection(self) -> socket.socket:
-        pid = os.getpid()
-        if pid not in self._connections:
-            self.wait_ready() if pid == self.owner else None
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            for _ in range(600):  # a forked grader may ask before the zygote is listening
-                try:
-                    sock.connect(self.path)
-                    break
-                except (FileNotFoundError, ConnectionRefusedError):
-                    time.sleep(0.05)
-            self._connections[pid] = sock
-        return self._connections[pid]
-
-    def spawn(self, request: dict[str, Any], fds: list[int]) -> None:
-        sock = self.connection()
-        data = request_bytes(request)
-        sock.sendall(data[:8])
-        socket.send_fds(sock, [data[8:]], fds)
-        reply = protocol.recv(sock)
-        if not reply.get("ok"):
-            raise RuntimeError(f"the zygote refused a worker: {reply.get('error')}")
-
-    def close(self) -> None:
-        for sock in self._connections.values():
-            sock.close()
-        self._connections.clear()
-        if os.getpid() != self.owner:
-            return
-        with contextlib.suppress(Exception):
-            self.process.stdin.close()  # the zygote ends on end of input
-            self.process.wait(timeout=5)
-        with contextlib.suppress(Exception):
-            self.process.kill()
-        for stream in (self.process.stdout, self.log):
-            with contextlib.suppress(Exception):
-                stream.close()
-        with contextlib.suppress(OSError):
-            os.unlink(self.path)
-            os.rmdir(self.folder)
-
-
-_ZYGOTES: dict[str, Zygote] = {}
-
-
-def _mount_namespace() -> str:
-    with contextlib.suppress(OSError):
-        return os.readlink("/proc/self/ns/mnt")
-    return ""
-
-
-def zygote(framework: str = "torch") -> Zygote:
-    """This run's zygote for ``framework``, started on first use. A forked child shares its
-    parent's, unless it has since entered a mount namespace of its own (to hide a course
-    folder, say): workers must see what their grading process sees, not what its parent
-    saw."""
-    found = _ZYGOTES.get(framework)
-    if found is None or not found.alive() or found.mounts != _mount_namespace():
-        found = _ZYGOTES[framework] = Zygote(framework)
-        atexit.register(found.close)
-    return found
-
-
-def start_zygote() -> None:
-    """Start the zygotes now, so their imports overlap with the grading process's own."""
-    for framework in FRAMEWORKS:
-        zygote(framework)
-
-
+class CallTimedOut(WorkerLost):
+    """One call ran past its own limit (``Limits.call``): the worker was stopped, and the
+    check the call belongs to fails; the exercise goes on in a fresh worker."""
 
 
 # -- one worker --------------------------------------------------------------------------------
@@ -257,15 +142,24 @@ class Sandbox:
         self._status_text = b""
         self._exit: int | None = None
         self._sequence = 0
+        self._worker_pid: int | None = None
+        self._timed_out = False
+        self._lost = ""  # why the worker was lost, for any request after
+        self._loading: dict[str, Any] | None = None  # the "load" request, for a fresh worker
+        self.config = {"folder": str(self.folder), "exercise": exercise, "package": package}
+        self._output = tempfile.TemporaryFile()
+        self._start()
+
+    def _start(self) -> None:
+        """Have the zygote fork a worker, and wait for its keeper to report it."""
+        limits, trusted, framework = self.limits, self.trusted, self.framework
         user = None if trusted or not limits.drop_privileges else unprivileged_user()
         self._uid_lock: int | None = None
         if user is not None:
             user, self._uid_lock = claim_sandbox_user(user)
         self.user = user
-        self.config = {"folder": str(self.folder), "exercise": exercise, "package": package}
         # Made by this process, joined by the keeper before it forks: the kernel's limits.
         self.group = cgroups.worker_group(limits.memory, limits.processes)
-        self._output = tempfile.TemporaryFile()
         self._sock, child = socket.socketpair()
         self._status, status_child = socket.socketpair()
         try:
@@ -290,6 +184,16 @@ class Sandbox:
         self.pid, self.mode = int(words[1]), words[2]
 
     # -- the keeper's status socket ---------------------------------------------------------
+    def _restart(self) -> None:
+        """After a call that ran past its limit: a fresh worker in its place, the file loaded
+        again, the exercise's time used so far still counted (its output goes on in the same
+        capture)."""
+        self.closed, self._timed_out, self._exit = False, False, None
+        self._status_text, self._worker_pid, self.pid = b"", None, None
+        self._start()
+        if self._loading is not None:
+            self.request("load", **self._loading)
+
     def _status_line(self, timeout: float) -> str:
         end = time.monotonic() + timeout
         while b"\n" not in self._status_text:
@@ -312,17 +216,33 @@ class Sandbox:
 
     # -- talking --------------------------------------------------------------------------
     def request(self, op: str, **kwargs: Any) -> Any:
-        if self.closed:
-            raise WorkerLost("the worker was already stopped")
+        if self.closed and self._timed_out:
+            self._restart()
+        if self.closed:  # what stopped it, again
+            raise WorkerLost(self._lost or "the worker was already stopped")
+        if op == "load":
+            self._loading = kwargs
+        try:
+            return self._exchange(op, kwargs)
+        except CallTimedOut:
+            raise
+        except WorkerLost as lost:
+            self._lost = lost.reason
+            raise
+
+    def _exchange(self, op: str, kwargs: dict[str, Any]) -> Any:
         start = time.monotonic()
         remaining = self.limits.timeout - self.used
         self._sequence += 1
+        cpu = call_limit.cpu_seconds(self._worker()) if self.limits.call else None
         try:
             self._sock.settimeout(max(remaining, 1e-3))  # a stuck worker cannot block a send
             protocol.send(self._sock, {"op": op, "id": self._sequence, "kwargs": kwargs})
+            self._within_call_limits(start + remaining, cpu)
             reply = protocol.recv(self._sock, start + remaining)
             while self._is_question(reply):  # a proxy asks: its time is the student's
                 protocol.send(self._sock, {**self.answer(reply), "id": self._sequence})
+                self._within_call_limits(start + remaining, cpu)
                 reply = protocol.recv(self._sock, start + remaining)
             extra = self._pending()
         except TimeoutError:
@@ -352,6 +272,22 @@ class Sandbox:
             raise StudentError(info)
         self.kill()
         raise WorkerLost(MALFORMED)
+
+    def _within_call_limits(self, deadline: float, cpu: float | None) -> None:
+        """Wait for the reply within the call's own limits (``call_limit``): past them, the
+        worker is stopped and CallTimedOut raised."""
+        why = call_limit.wait_for_reply(self._sock, deadline, self.limits.call, self._worker,
+                                        cpu)
+        if why is not None:
+            self.kill()
+            self._timed_out = True
+            raise CallTimedOut(why)
+
+    def _worker(self) -> int | None:
+        """The worker's pid, found once (``worker_pid``)."""
+        if self._worker_pid is None:
+            self._worker_pid = self.worker_pid()
+        return self._worker_pid
 
     def _is_question(self, message: Any) -> bool:
         return (self.answer is not None and isinstance(message, dict) and "ask" in message
@@ -418,8 +354,10 @@ class Sandbox:
     def twin(self, *, single: bool = False) -> Sandbox:
         """A fresh worker for the same exercise of the same submission, with the same limits;
         ``single``: one that may start no other process or thread (as root: a sandbox uid's
-        process limit of 1), for a measure of its memory that nothing escapes."""
-        limits = replace(self.limits, processes=1) if single else self.limits
+        process limit of 1), for a measure of its memory that nothing escapes, whose one call
+        (on an input made big on purpose) may take ``MEASURED_CALLS`` times a call's limit."""
+        limits = replace(self.limits, processes=1, call=self.limits.call * MEASURED_CALLS) \
+            if single else self.limits
         return Sandbox(self.folder, self.exercise, limits=limits, trusted=self.trusted,
                        package=self.package, framework=self.framework, answer=self.answer)
 

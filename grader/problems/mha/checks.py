@@ -190,7 +190,7 @@ def torch_reference(case: MHA, device: str = "cpu", grad_y: np.ndarray | None = 
     y, weights = ref(x, x, x, attn_mask=mask, need_weights=True, average_attn_weights=False)
     out = {"y": y.detach().cpu().numpy(), "weights": weights.detach().cpu().numpy()}
     if grad_y is not None:
-        y.backward(torch.from_numpy(grad_y).to(device))
+        (y * torch.from_numpy(grad_y).to(device)).sum().backward()  # as y.backward(grad_y)
         out["dx"] = x.grad.cpu().numpy()
         in_grad = nn_mha.in_proj_weight.grad.cpu().numpy()
         gq, gk, gv = in_grad.reshape(3, *case.state["wq.weight"].shape)

@@ -1,0 +1,63 @@
+"""One call's limits, kept by the grading process: CPU seconds, read from the kernel's account
+of the worker (``/proc/PID/stat``), and wall seconds.
+
+A worker that loops forever in one call would otherwise hold its exercise until the
+exercise's own limit (a minute): the grading process waits for the reply in short steps and,
+between them, reads how much CPU the worker has used since the call began. Nothing the
+worker's code does can change that account; a call that waits without computing (a sleep, a
+child process doing the work) is stopped by the wall limit instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import socket
+import time
+from collections.abc import Callable
+
+CALL_WALL = 10  # a call's wall limit, in multiples of its CPU limit
+STEP = 0.1  # seconds between two reads of the worker's CPU time
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int | None) -> float | None:
+    """The CPU time (user and system, every thread) the process ``pid`` has used, or None
+    when it cannot be read."""
+    if pid is None:
+        return None
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / _TICK
+    return None
+
+
+def wait_for_reply(sock: socket.socket, deadline: float, limit: float,
+                   worker: Callable[[], int | None], cpu_start: float | None) -> str | None:
+    """Wait until ``sock`` has something to read, or until ``deadline`` (a ``time.monotonic()``
+    value: the exercise's own limit, left to the caller). Returns why the call must be
+    stopped, when it ran past ``limit`` CPU seconds, or past ``CALL_WALL`` times that in wall
+    seconds; None once there is something to read or the deadline has come."""
+    if limit <= 0:
+        return None
+    began = time.monotonic()
+    wall_end = began + CALL_WALL * limit
+    before = 0.0  # CPU counted before ``cpu_start`` (the worker may not exist yet at first)
+    while True:
+        now = time.monotonic()
+        left = min(deadline, wall_end) - now
+        if left <= 0:
+            if now >= deadline:
+                return None  # the exercise's limit: its own message
+            return (f"one call took more than {CALL_WALL * limit:g} s and was stopped "
+                    "(is it waiting for something that never comes?)")
+        if select.select([sock], [], [], min(left, STEP))[0]:
+            return None
+        used = cpu_seconds(worker())
+        if used is not None and cpu_start is None:  # from now on; all of the time so far
+            cpu_start, before = used, time.monotonic() - began  # counts as CPU time
+        if used is not None and cpu_start is not None and used - cpu_start + before > limit:
+            return (f"one call used more than {limit:g} s of CPU time and was stopped "
+                    "(an infinite loop, or very slow code?)")

@@ -1,0 +1,94 @@
+"""One call's own limit: a call that loops or waits ends in about a second, its check fails
+with a reason, and the rest of the exercise is graded in a fresh worker.
+
+Each test runs under an exercise limit (``timeout``) long enough that, without the call's
+own limit, the outcome would differ: the exercise would be lost, not scored."""
+
+from __future__ import annotations
+
+import collections
+
+from submission_tools import SOLUTIONS, make_submission, rule_off
+
+from grader.core import engine
+from grader.sandbox import call_limit, isolation
+from grader.sandbox.isolation import Limits
+
+SOFTMAX = (SOLUTIONS / "softmax.py").read_text()
+
+
+def first(body: str) -> str:
+    """softmax.py whose softmax runs ``body`` first."""
+    return SOFTMAX.replace("    ### BEGIN SOLUTION\n", f"    ### BEGIN SOLUTION\n{body}", 1)
+
+
+LOOPS_ON_1000 = first("    import numpy\n    if (numpy.asarray(logits) == 1000).any():\n"
+                      "        while True:\n            pass\n")
+CPU = "used more than 1 s of CPU time and was stopped"
+
+
+def test_a_call_that_loops_fails_its_check_and_the_rest_is_graded(tmp_path):
+    sub = make_submission(tmp_path / "s", {"softmax.py": LOOPS_ON_1000})
+    softmax = engine.grade_submission(sub, exercises=["softmax"], include_hidden=False,
+                                      limits=Limits(timeout=30)).exercises["softmax"]
+    failed = {c.name: c.feedback for c in softmax.checks if not c.passed}
+    assert set(failed) == {"test_stable_for_huge_logits",
+                           "test_stable_for_slices_of_different_magnitude"}, failed
+    assert all(CPU in text and "Smallest failing input: logits [" in text
+               for text in failed.values())
+    assert softmax.error is None and softmax.score == softmax.max_score - 2
+
+
+def test_a_file_that_loops_at_import_is_stopped_in_a_second(tmp_path):
+    sub = make_submission(tmp_path / "s", {"heads.py": "while True:\n    pass\n"})
+    result = engine.grade_submission(sub, exercises=["heads", "softmax"], include_hidden=False,
+                                     limits=Limits(timeout=30))
+    assert CPU in result.exercises["heads"].error
+    assert result.exercises["softmax"].score == result.exercises["softmax"].max_score
+
+
+def test_a_call_that_waits_is_stopped_by_its_wall_limit(tmp_path, monkeypatch):
+    rule_off(monkeypatch)  # the source rule refuses `import time`: the wait is what is tested
+    sub = make_submission(tmp_path / "s", {"softmax.py": first(
+        "    import numpy, time\n    if (numpy.asarray(logits) == 1000).any():\n"
+        "        time.sleep(3600)\n")})
+    softmax = engine.grade_submission(sub, exercises=["softmax"], include_hidden=False,
+                                      limits=Limits(timeout=30, call=0.3)).exercises["softmax"]
+    failed = [c.feedback for c in softmax.checks if not c.passed]
+    assert len(failed) == 2 and all("took more than 3 s and was stopped" in f for f in failed)
+    assert softmax.error is None
+
+
+def test_the_exercise_limit_still_holds_across_fresh_workers(tmp_path):
+    """A file whose every call loops costs a fresh worker per check, within the exercise's
+    own limit: the exercise ends there, as a hang always did."""
+    sub = make_submission(tmp_path / "s", {"softmax.py": first("    while True:\n        pass\n")})
+    softmax = engine.grade_submission(sub, exercises=["softmax"], include_hidden=False,
+                                      limits=Limits(timeout=3, call=0.5)).exercises["softmax"]
+    assert softmax.score == 0
+    assert "stopped after 3 s" in (softmax.error or "")
+
+
+def test_every_call_of_the_answer_key_takes_under_a_tenth_of_the_limit(monkeypatch):
+    """What makes the limit generous: the key's slowest call, by the kernel's account of its
+    worker's CPU time (a measured operation's against its own, larger limit)."""
+    used: dict[tuple, float] = collections.defaultdict(float)
+    request = isolation.Sandbox.request
+
+    def measured(self, op, **kwargs):
+        pid = self._worker()
+        before = call_limit.cpu_seconds(pid)
+        try:
+            return request(self, op, **kwargs)
+        finally:
+            after = call_limit.cpu_seconds(pid)
+            if before is not None and after is not None:
+                where = (self.exercise, op, kwargs.get("func", ""), self.limits.call)
+                used[where] = max(used[where], after - before)
+
+    monkeypatch.setattr(isolation.Sandbox, "request", measured)
+    result = engine.grade_submission(SOLUTIONS)
+    assert result.score == result.max_score and result.bonus_score == result.bonus_max_score
+    assert len(used) > 20
+    slow = {where: seconds for where, seconds in used.items() if seconds >= where[3] / 10}
+    assert not slow, slow
