@@ -180,3 +180,15 @@ def test_default_course_still_fails_the_float32_answer(tmp_path):
     student = make_submission(tmp_path / "student", {"attention.py": FLOAT32_INSIDE})
     result = engine.grade_submission(student, exercises=["attention"])
     assert result.exercises["attention"].score < 20
+
+
+def test_each_exercises_framework_is_read_from_its_module_without_importing_it():
+    """``grade --exercise`` starts only the zygotes its exercises need, before the grading
+    process imports torch: the framework read from the module's text is the declared one."""
+    from grader.core.course import EXERCISES_BY_NAME
+    from grader.problems import frameworks
+
+    for name, exercise in EXERCISES_BY_NAME().items():
+        assert frameworks([name]) == {exercise.framework}, name
+    assert frameworks(["softmax", "mha"]) == {"numpy", "torch"}
+    assert frameworks(["no_such_exercise"]) is None  # then every zygote starts

@@ -3,7 +3,10 @@ exactly as a drawn one does, says the same, and draws nothing when it passes."""
 
 from __future__ import annotations
 
+import io
 import json
+import os
+import pickle
 from types import SimpleNamespace
 
 import pytest
@@ -62,7 +65,7 @@ def run(name: str, *, limit: int = 10_000, stop: int | None = None, wide: bool =
 
 def key(name: str) -> tuple:
     check = next(c for c in EX.checks if c.name == name)
-    return (check.func, "", 20, ("cpu",))
+    return (check.func, replay.seed_digest(""), 20, ("cpu",))
 
 
 @pytest.fixture(autouse=True)
@@ -138,3 +141,46 @@ def test_a_zoo_entry_graded_after_the_key_is_told_exactly_what_it_is_told_alone(
         assert json.dumps(replayed, sort_keys=True) == json.dumps(drawn, sort_keys=True)
         assert replayed["score"] < 35  # of 35: the entry is wrong
     assert outcomes.count(True) >= 10 and False in outcomes  # replayed, and handed over
+
+
+def test_the_command_keeps_its_recordings_and_reads_them_back(tmp_path, monkeypatch):
+    monkeypatch.setattr(replay, "CACHE", tmp_path / "replay")
+    engine.grade_submission(KIT / "solutions", exercises=["softmax", "masks"])
+    recorded = dict(replay._RECORDED)
+    assert len(recorded) >= 10
+    replay.save_cache()
+    (path,) = (tmp_path / "replay").iterdir()
+    assert path.stat().st_mode & 0o777 == 0o600
+    replay.forget()
+    replay.load_cache()
+    assert replay._RECORDED.keys() == recorded.keys()
+    for key, examples in recorded.items():
+        assert repr(replay._RECORDED[key]) == repr(examples)
+
+
+def test_a_recording_file_builds_plain_data_only(tmp_path, monkeypatch):
+    """A file someone else slipped in is unusable, never run: no global outside plain data,
+    NumPy arrays and the kit's records, and none not owned by the grading user."""
+    monkeypatch.setattr(replay, "CACHE", tmp_path / "replay")
+    path = replay.cache_file()
+    path.parent.mkdir(parents=True)
+    planted = tmp_path / "planted"
+
+    class Payload:
+        def __reduce__(self):
+            return (open, (str(planted), "w"))
+
+    path.write_bytes(pickle.dumps({("softmax", "x", "", 10, ("cpu",)): Payload()}))
+    replay.load_cache()
+    assert not planted.exists() and not replay._RECORDED
+    with pytest.raises(pickle.UnpicklingError):
+        replay._Unpickler(io.BytesIO(pickle.dumps(Payload()))).load()
+    engine.grade_submission(KIT / "solutions", exercises=["softmax"])
+    replay.save_cache()  # a good file, in place of the planted one
+    replay.forget()
+    os.chown(path, 65534, 65534)  # as root: a file of another user is not read at all
+    replay.load_cache()
+    assert not replay._RECORDED
+    os.chown(path, os.geteuid(), os.getegid())
+    replay.load_cache()
+    assert replay._RECORDED

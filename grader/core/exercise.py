@@ -129,7 +129,7 @@ class Check:
             self.func(ctx)
             return
         count = self.examples or examples
-        key = (self.func, seed_text, count, tuple(ctx.devices))
+        key = (self.func, replay.seed_digest(seed_text), count, tuple(ctx.devices))
         if replay.replayed(key, self.func.hypothesis.inner_test, ctx):
             return  # the examples Hypothesis drew before, every one passed
         ctx.example = {}

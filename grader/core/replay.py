@@ -22,10 +22,17 @@ met, a draw overran), since such a run cannot be replayed example for example.
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import hashlib
+import io
+import os
+import pickle
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from .internals import deterministic_PRNG
@@ -154,3 +161,104 @@ def _recording_draws(data: Any) -> list[tuple[Any, str, Any]]:
 def forget() -> None:
     """Drop every recording (for tests that compare a replayed run with a drawn one)."""
     _RECORDED.clear()
+    _SAVED[0] = 0
+
+
+# -- kept on disk, for the next `grader grade` ---------------------------------------------------
+# A student runs `make grade` after every edit: the command keeps its recordings in the kit's
+# build folder, under a name that digests everything they depend on (the kit's own code, the
+# versions of Python, Hypothesis, NumPy and torch), and reads them back on its next run. Only
+# the command line does (``grader.integrations.cli``): a test that patches a strategy in its
+# own process cannot leave its examples there. The file is the grading user's own (0600); it
+# is read with an unpickler that builds nothing but plain data, NumPy arrays and the kit's own
+# records, so a file someone else wrote can, at worst, be unusable.
+CACHE = Path(__file__).resolve().parents[2] / "build" / "replay"
+_SAVED = [0]  # how many recordings the cache file held or was written with
+
+
+def seed_digest(seed_text: str) -> str:
+    """The seed text as a recording's key holds it (a course secret is never written)."""
+    return hashlib.sha256(seed_text.encode()).hexdigest()[:16]
+
+
+def cache_file() -> Path:
+    import hypothesis
+    import numpy
+    import torch
+
+    digest = hashlib.sha256(repr((sys.version, hypothesis.__version__, numpy.__version__,
+                                  torch.__version__)).encode())
+    kit = Path(__file__).resolve().parents[1]
+    for path in sorted(kit.rglob("*.py")):
+        digest.update(str(path.relative_to(kit)).encode() + b"\0" + path.read_bytes())
+    return CACHE / f"{digest.hexdigest()[:32]}.pickle"
+
+
+def _checks() -> dict[Any, tuple[str, str]]:
+    from .course import EXERCISES_BY_NAME
+
+    return {check.func: (name, check.name) for name, exercise in EXERCISES_BY_NAME().items()
+            for check in exercise.checks}
+
+
+def save_cache() -> None:
+    """Write this process's recordings of the kit's checks, when it holds new ones."""
+    names = _checks()
+    known = {(*names[func], *rest): examples for (func, *rest), examples in _RECORDED.items()
+             if func in names}
+    if len(known) <= _SAVED[0]:
+        return
+    path = cache_file()
+    with contextlib.suppress(OSError, pickle.PicklingError, TypeError, AttributeError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_name(f".{path.name}.{os.getpid()}")
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            pickle.dump(known, handle, protocol=5)
+        os.replace(temporary, path)
+        _SAVED[0] = len(known)
+
+
+def load_cache() -> None:
+    """Read the recordings of the kit's checks a previous run left (nothing when there are
+    none, or they cannot be read)."""
+    path = cache_file()
+    try:
+        if path.stat().st_uid != os.geteuid():
+            return
+        checks = {names: func for func, names in _checks().items()}  # their modules imported
+        known = _Unpickler(io.BytesIO(path.read_bytes())).load()
+        found = {(checks[(exercise, name)], *rest): examples
+                 for (exercise, name, *rest), examples in known.items()
+                 if (exercise, name) in checks}
+    except (OSError, pickle.UnpicklingError, ValueError, TypeError, EOFError, AttributeError,
+            ImportError, IndexError, KeyError):
+        return
+    for key, examples in found.items():
+        _RECORDED.setdefault(key, examples)
+    _SAVED[0] = len(known)
+
+
+_BUILTINS = frozenset({"tuple", "list", "dict", "set", "frozenset", "complex", "slice",
+                       "range", "bytearray"})
+_NUMPY = frozenset({"_reconstruct", "ndarray", "dtype", "scalar", "_frombuffer"})
+
+
+class _Unpickler(pickle.Unpickler):
+    """Builds plain data, NumPy arrays and the kit's own records (``Example``, the problems'
+    named tuples): nothing that runs code of the file's choosing."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        found = None
+        if (module == "builtins" and name in _BUILTINS) or (
+                module.split(".")[0] == "numpy" and (name in _NUMPY or name.endswith("DType"))):
+            found = super().find_class(module, name)
+        elif module.startswith("grader.") and module in sys.modules:
+            candidate = getattr(sys.modules[module], name, None)
+            if candidate is Example or (isinstance(candidate, type)
+                                        and issubclass(candidate, tuple)
+                                        and hasattr(candidate, "_fields")):
+                found = candidate
+        if found is None:
+            raise pickle.UnpicklingError(f"{module}.{name} is not something a recording holds")
+        return found

@@ -32,9 +32,10 @@ def _grade(args: argparse.Namespace) -> int:
 
     # Their imports overlap with the engine's; a NumPy exercise alone needs no torch zygote.
     isolation.start_zygote(frameworks(args.exercise) if args.exercise else None)
-    from ..core import engine
+    from ..core import engine, replay
     from . import report
 
+    replay.load_cache()  # the examples a previous run drew (grader/core/replay.py)
     try:
         result = engine.grade_submission(
             args.path,
@@ -53,6 +54,7 @@ def _grade(args: argparse.Namespace) -> int:
                           indent=2, sort_keys=True)
                 handle.write("\n")
         return 2
+    replay.save_cache()
     print(report.render(result, show_output=args.show_output))
     if args.json:
         report.dump_json(result, args.json)
