@@ -129,7 +129,8 @@ while True:
 def neighbours(jobs: int = 2) -> dict[str, float]:
     """Seconds until an honest student's row arrives, graded alone and graded beside a student
     whose code keeps every core busy (``--jobs`` 2), with each worker in its own cgroup (the
-    student's CPU capped at one) and without; the ratios are the slowdowns."""
+    student's CPU capped at one) and without; the ratios are the slowdowns. No limit per call
+    (``Limits.call``): the hog keeps the cores busy for its exercise's whole time."""
     from ..core import engine
     from ..sandbox import cgroups
     from ..sandbox.isolation import Limits
@@ -139,7 +140,7 @@ def neighbours(jobs: int = 2) -> dict[str, float]:
         """Seconds from the empty folder's row (the batch's start-up done) to the honest one's;
         the hog, sorted first, is graded from the start."""
         start, arrived = time.monotonic(), {}
-        batch.run(root, jobs=jobs, limits=Limits(timeout=30), progress=None,
+        batch.run(root, jobs=jobs, limits=Limits(timeout=30, call=0), progress=None,
                   on_row=lambda row: arrived.setdefault(row.student, time.monotonic() - start))
         return arrived["honest"] - arrived["a-empty"]
 

@@ -17,7 +17,7 @@ import socket
 import time
 from collections.abc import Callable
 
-CALL_WALL = 10  # a call's wall limit, in multiples of its CPU limit
+CALL_WALL = 5  # a call's wall limit, in multiples of its CPU limit
 STEP = 0.1  # seconds between two reads of the worker's CPU time
 _TICK = os.sysconf("SC_CLK_TCK")
 
