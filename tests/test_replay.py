@@ -184,3 +184,19 @@ def test_a_recording_file_builds_plain_data_only(tmp_path, monkeypatch):
     os.chown(path, os.geteuid(), os.getegid())
     replay.load_cache()
     assert replay._RECORDED
+
+
+def test_a_moved_hypothesis_internal_stops_the_kit_with_one_sentence():
+    """Where Hypothesis has moved an internal the kit relies on (grader/core/internals.py),
+    importing the kit says so in one sentence, not a traceback."""
+    import subprocess
+    import sys
+
+    moved = ("import hypothesis.internal.conjecture.providers as p; "
+             "del p._get_local_constants; import grader.core.exercise")
+    done = subprocess.run([sys.executable, "-c", moved], capture_output=True, text=True,
+                          cwd=KIT, timeout=120)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.strip().count("\n") == 0
+    assert done.stderr.startswith("attention-kit cannot use Hypothesis 6.")
+    assert "pip install 'hypothesis>=6.170,<6.171'" in done.stderr

@@ -121,9 +121,11 @@ def child(argv: list[str] | None = None) -> None:
     ``grader grade`` does, and print the parts' seconds as JSON after ``MARK``."""
     args = sys.argv[1:] if argv is None else argv
     clock, start = _Clock(), time.perf_counter()
+    from ..problems import frameworks
     from ..sandbox import isolation
 
-    isolation.start_zygote()  # as `grader grade` does: their imports overlap ours
+    # As `grader grade` does: their imports overlap ours, and one NumPy exercise needs no torch.
+    isolation.start_zygote(frameworks(args[1:]) if args[1:] else None)
     from ..core import engine
 
     clock.parts["import"] = time.perf_counter() - start
