@@ -38,13 +38,12 @@ def wait_for_reply(sock: socket.socket, deadline: float, limit: float,
                    worker: Callable[[], int | None], cpu_start: float | None) -> str | None:
     """Wait until ``sock`` has something to read, or until ``deadline`` (a ``time.monotonic()``
     value: the exercise's own limit, left to the caller). Returns why the call must be
-    stopped, when it ran past ``limit`` CPU seconds, or past ``CALL_WALL`` times that in wall
-    seconds; None once there is something to read or the deadline has come."""
+    stopped, when it ran past ``limit`` CPU seconds since ``cpu_start`` (None: the worker was
+    not there yet when the call began, so all of its CPU time counts), or past ``CALL_WALL``
+    times that in wall seconds; None once there is something to read or the deadline has come."""
     if limit <= 0:
         return None
-    began = time.monotonic()
-    wall_end = began + CALL_WALL * limit
-    before = 0.0  # CPU counted before ``cpu_start`` (the worker may not exist yet at first)
+    wall_end = time.monotonic() + CALL_WALL * limit
     while True:
         now = time.monotonic()
         left = min(deadline, wall_end) - now
@@ -56,8 +55,8 @@ def wait_for_reply(sock: socket.socket, deadline: float, limit: float,
         if select.select([sock], [], [], min(left, STEP))[0]:
             return None
         used = cpu_seconds(worker())
-        if used is not None and cpu_start is None:  # from now on; all of the time so far
-            cpu_start, before = used, time.monotonic() - began  # counts as CPU time
-        if used is not None and cpu_start is not None and used - cpu_start + before > limit:
+        if used is not None and cpu_start is None:  # a worker born during this call (its
+            cpu_start = 0.0  # first, the load): every second of its CPU time is the call's
+        if used is not None and cpu_start is not None and used - cpu_start > limit:
             return (f"one call used more than {limit:g} s of CPU time and was stopped "
                     "(an infinite loop, or very slow code?)")

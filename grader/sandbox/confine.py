@@ -55,10 +55,8 @@ _STANDARD = (
 PRELOAD = {
     "numpy": _STANDARD,
     # torch's first backward() imports torch.fx's symbolic shapes (and SymPy, mpmath) lazily
-    # and its first error on the meta device imports torch._dynamo (1.2 s of CPU, past a call's
-    # own limit): once here, not in a student's call
     "torch": [*_STANDARD, "torch", "torch.nn", "torch.nn.functional",
-              "torch.fx.experimental.symbolic_shapes", "torch._dynamo"],
+              "torch.fx.experimental.symbolic_shapes"],
 }
 # What a worker's root shows of the interpreter's installed packages: NumPy's worker only
 # NumPy (every other entry of every site-packages folder, torch, scipy, jax and the kit's own
@@ -114,9 +112,10 @@ class Limits:
     # waiting for the worker counts, not the grader's own work between requests.
     timeout: float = 60.0
     # CPU seconds one call may take (loading the file is a call): a call past it ends at once,
-    # the check it belongs to fails, and the exercise goes on in a fresh worker. Every call of
-    # the answer key takes under a tenth of it (tests/test_call_limit.py). Wall seconds are
-    # bounded too, at CALL_WALL times this (a call that sleeps or waits uses no CPU). 0: none.
+    # the check it belongs to fails, and the exercise goes on in a fresh worker. A torch
+    # worker's calls get TORCH_CALLS times it (``Sandbox.call_seconds``). Every call of the
+    # answer key takes under a tenth of its limit (tests/test_call_limit.py). Wall seconds are
+    # bounded too, at CALL_WALL times the limit (a call that sleeps uses no CPU). 0: none.
     call: float = 2.0
     memory: int = 4 * GiB  # bytes a worker may allocate beyond its start-up footprint
     network: bool = False

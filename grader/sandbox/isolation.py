@@ -48,6 +48,10 @@ FORBIDDEN = ("it called one of torch's own attention implementations "
              "nn.MultiheadAttention or a Transformer layer), and the exercise is to write "
              "attention, so it may not")
 MEASURED_CALLS = 10  # a measured operation's one call, in calls' CPU limits (``twin``)
+# A torch worker's call, in calls' CPU limits: torch imports parts of itself inside a first
+# call on some paths (a first error on the meta device imports torch._dynamo: 1.2 to 1.5 s of
+# CPU), and preloading them in the zygote would cost every grading run that time.
+TORCH_CALLS = 2.5
 
 
 CONTROL = dict.fromkeys([*range(0, 9), *range(11, 32), 127, *range(128, 160)], "?")
@@ -276,12 +280,17 @@ class Sandbox:
     def _within_call_limits(self, deadline: float, cpu: float | None) -> None:
         """Wait for the reply within the call's own limits (``call_limit``): past them, the
         worker is stopped and CallTimedOut raised."""
-        why = call_limit.wait_for_reply(self._sock, deadline, self.limits.call, self._worker,
+        why = call_limit.wait_for_reply(self._sock, deadline, self.call_seconds, self._worker,
                                         cpu)
         if why is not None:
             self.kill()
             self._timed_out = True
             raise CallTimedOut(why)
+
+    @property
+    def call_seconds(self) -> float:
+        """The CPU seconds one call of this worker may take (``Limits.call``)."""
+        return self.limits.call * (TORCH_CALLS if self.framework == "torch" else 1)
 
     def _worker(self) -> int | None:
         """The worker's pid, found once (``worker_pid``)."""
