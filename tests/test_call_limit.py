@@ -92,3 +92,18 @@ def test_every_call_of_the_answer_key_takes_under_a_tenth_of_the_limit(monkeypat
     assert len(used) > 20
     slow = {where: seconds for where, seconds in used.items() if seconds >= where[3] / 10}
     assert not slow, slow
+
+
+def test_a_calls_wall_limit_counts_from_when_it_was_sent():
+    """Answering a proxy's questions does not give the call a fresh wall limit (the red team
+    stretched one call to 15 s by asking the key slow questions): the limit runs from the
+    moment the call was sent."""
+    import socket
+    import time
+
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        began = time.monotonic() - 10  # sent 10 s ago, waiting on answers since
+        why = call_limit.wait_for_reply(ours, time.monotonic() + 60, 1.0, lambda: None, None,
+                                        began)
+    assert why is not None and "took more than 5 s" in why

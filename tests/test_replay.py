@@ -200,3 +200,33 @@ def test_a_moved_hypothesis_internal_stops_the_kit_with_one_sentence():
     assert done.stderr.strip().count("\n") == 0
     assert done.stderr.startswith("attention-kit cannot use Hypothesis 6.")
     assert "pip install 'hypothesis>=6.170,<6.171'" in done.stderr
+
+
+class FirstCallWrong:
+    """A student whose first answer is wrong and every later one right (a counter)."""
+
+    stop, wide = None, True
+
+    def __init__(self):
+        self.calls = 0
+
+    @property
+    def limit(self) -> int:
+        self.calls += 1
+        return -1 if self.calls == 1 else 10_000
+
+
+@pytest.mark.parametrize("recorded", [False, True])
+def test_code_that_answers_differently_fails_whatever_was_recorded(recorded):
+    """The red team's attack: a wrong first answer, absorbed when the check was handed from the
+    replay to Hypothesis (whose first example then met the right answer). It is a failure with
+    a recording as without: different results for the same input."""
+    from hypothesis.errors import Flaky
+
+    if recorded:
+        run("at_most_the_limit")
+    check = next(c for c in EX.checks if c.name == "at_most_the_limit")
+    ctx = Context(FirstCallWrong())
+    with pytest.raises(Flaky):
+        check.run(ctx, examples=20)
+    assert "x" in ctx.example

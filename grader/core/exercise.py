@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hypothesis import HealthCheck, Phase, Verbosity, seed, settings
+from hypothesis.errors import Flaky
 
 from . import replay
 from .course import TRACKS
@@ -130,8 +131,10 @@ class Check:
             return
         count = self.examples or examples
         key = (self.func, replay.seed_digest(seed_text), count, tuple(ctx.devices))
-        if replay.replayed(key, self.func.hypothesis.inner_test, ctx):
+        replayed = replay.replayed(key, self.func.hypothesis.inner_test, ctx)
+        if replayed:
             return  # the examples Hypothesis drew before, every one passed
+        failed = dict(ctx.example)
         ctx.example = {}
         ctx.calls.clear()
         # Set on every run, not once: the course decides the count.
@@ -140,6 +143,9 @@ class Check:
         seed(zlib.crc32(f"{seed_text}{self.exercise}.{self.name}".encode()))(self.func)
         with replay.recording(key, self.func.hypothesis):
             self.func(ctx)
+        if replayed is False:  # the same examples failed a moment ago, in the replay
+            ctx.example = failed
+            raise Flaky("the same input failed in the replay and passed when drawn again")
 
 
 def _is_data(value: Any) -> bool:

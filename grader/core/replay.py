@@ -86,13 +86,15 @@ class DataObject:
         return self.taken == len(self._draws)
 
 
-def replayed(key: tuple, inner: Callable[..., None], ctx: Any) -> bool:
+def replayed(key: tuple, inner: Callable[..., None], ctx: Any) -> bool | None:
     """Run the recorded examples of ``key`` through ``inner`` (the check's Hypothesis inner
-    test). True: every one passed, and the check passed. False: there is no recording, or an
-    example failed or wanted another draw, and the check must run under Hypothesis."""
+    test). True: every one passed, and the check passed. False: an example failed (the check
+    must run under Hypothesis, and fail there too: ``ctx.example`` is the one that failed).
+    None: there is no recording, or the body wanted another draw; the check runs under
+    Hypothesis as if nothing had been recorded."""
     examples = _RECORDED.get(key)
     if examples is None:
-        return False
+        return None
     for example in examples:
         data = {name: DataObject(example.kwargs[name]) for name in example.data}
         kwargs = {name: data.get(name) or copy.deepcopy(value)
@@ -100,10 +102,12 @@ def replayed(key: tuple, inner: Callable[..., None], ctx: Any) -> bool:
         try:
             with deterministic_PRNG():
                 inner(ctx, **kwargs)
-        except (Mismatch, *FAILURES):
+        except Mismatch:
+            return None
+        except FAILURES:
             return False
         if not all(d.done for d in data.values()):
-            return False
+            return None
     return True
 
 

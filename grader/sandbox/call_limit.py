@@ -35,15 +35,17 @@ def cpu_seconds(pid: int | None) -> float | None:
 
 
 def wait_for_reply(sock: socket.socket, deadline: float, limit: float,
-                   worker: Callable[[], int | None], cpu_start: float | None) -> str | None:
+                   worker: Callable[[], int | None], cpu_start: float | None,
+                   began: float) -> str | None:
     """Wait until ``sock`` has something to read, or until ``deadline`` (a ``time.monotonic()``
     value: the exercise's own limit, left to the caller). Returns why the call must be
     stopped, when it ran past ``limit`` CPU seconds since ``cpu_start`` (None: the worker was
     not there yet when the call began, so all of its CPU time counts), or past ``CALL_WALL``
-    times that in wall seconds; None once there is something to read or the deadline has come."""
+    times that in wall seconds since ``began`` (when the call was sent: the proxies' answers it
+    waited for count); None once there is something to read or the deadline has come."""
     if limit <= 0:
         return None
-    wall_end = time.monotonic() + CALL_WALL * limit
+    wall_end = began + CALL_WALL * limit
     while True:
         now = time.monotonic()
         left = min(deadline, wall_end) - now

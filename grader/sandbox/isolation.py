@@ -242,11 +242,11 @@ class Sandbox:
         try:
             self._sock.settimeout(max(remaining, 1e-3))  # a stuck worker cannot block a send
             protocol.send(self._sock, {"op": op, "id": self._sequence, "kwargs": kwargs})
-            self._within_call_limits(start + remaining, cpu)
+            self._within_call_limits(start + remaining, cpu, start)
             reply = protocol.recv(self._sock, start + remaining)
             while self._is_question(reply):  # a proxy asks: its time is the student's
                 protocol.send(self._sock, {**self.answer(reply), "id": self._sequence})
-                self._within_call_limits(start + remaining, cpu)
+                self._within_call_limits(start + remaining, cpu, start)
                 reply = protocol.recv(self._sock, start + remaining)
             extra = self._pending()
         except TimeoutError:
@@ -277,11 +277,11 @@ class Sandbox:
         self.kill()
         raise WorkerLost(MALFORMED)
 
-    def _within_call_limits(self, deadline: float, cpu: float | None) -> None:
+    def _within_call_limits(self, deadline: float, cpu: float | None, began: float) -> None:
         """Wait for the reply within the call's own limits (``call_limit``): past them, the
         worker is stopped and CallTimedOut raised."""
         why = call_limit.wait_for_reply(self._sock, deadline, self.call_seconds, self._worker,
-                                        cpu)
+                                        cpu, began)
         if why is not None:
             self.kill()
             self._timed_out = True
