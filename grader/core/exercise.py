@@ -148,10 +148,6 @@ class Check:
             raise Flaky("the same input failed in the replay and passed when drawn again")
 
 
-def _is_data(value: Any) -> bool:
-    return type(value).__name__ == "DataObject"
-
-
 def _record_draws(data: Any, ctx: Context) -> None:
     """Make labelled interactive draws (``data.draw(..., label=...)``) part of the shown example."""
     draw = data.draw
@@ -175,10 +171,10 @@ def _recorded(func: Callable) -> Callable:
     def recorded(ctx: Context, **kwargs: Any) -> None:
         # Hypothesis replays the smallest failure last, so what is recorded here at the end is
         # the counterexample to show.
-        ctx.example = {k: v for k, v in kwargs.items() if not _is_data(v)}
+        ctx.example = {k: v for k, v in kwargs.items() if not replay.is_data(v)}
         ctx.calls.clear()
         for value in kwargs.values():
-            if _is_data(value):
+            if replay.is_data(value):
                 _record_draws(value, ctx)
         inner(ctx, **kwargs)
 

@@ -56,7 +56,8 @@ class Example:
 _RECORDED: dict[tuple, tuple[Example, ...]] = {}
 
 
-def _is_data(value: Any) -> bool:
+def is_data(value: Any) -> bool:
+    """Whether ``value`` is a data object (``st.data()``: Hypothesis's, or a replay's)."""
     return type(value).__name__ == "DataObject"
 
 
@@ -126,11 +127,11 @@ def recording(key: tuple, hypothesis: Any) -> Iterator[None]:
     def recorder(ctx: Any, **kwargs: Any) -> None:
         record: dict[str, Any] = {}
         for name, value in kwargs.items():
-            if _is_data(value):
+            if is_data(value):
                 record[name] = _recording_draws(value)
             else:
                 record[name] = copy.deepcopy(value)
-        taken.append(Example(record, frozenset(n for n, v in kwargs.items() if _is_data(v))))
+        taken.append(Example(record, frozenset(n for n, v in kwargs.items() if is_data(v))))
         try:
             inner(ctx, **kwargs)
         except BaseException:
