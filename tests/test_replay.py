@@ -174,7 +174,7 @@ def test_a_recording_file_builds_plain_data_only(tmp_path, monkeypatch):
     replay.load_cache()
     assert not planted.exists() and not replay._RECORDED
     with pytest.raises(pickle.UnpicklingError):
-        replay._Unpickler(io.BytesIO(pickle.dumps(Payload()))).load()
+        replay.Unpickler(io.BytesIO(pickle.dumps(Payload()))).load()
     engine.grade_submission(KIT / "solutions", exercises=["softmax"])
     replay.save_cache()  # a good file, in place of the planted one
     replay.forget()

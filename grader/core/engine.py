@@ -29,7 +29,7 @@ from ..sandbox.isolation import (
     StudentError,
     WorkerLost,
 )
-from . import assertions
+from . import assertions, lanes
 from .course import KIT_ROOT, Course, course_secret, load, number
 from .delegation import Rule, verdict
 from .diagnose import diagnose, note_misconceptions
@@ -317,6 +317,12 @@ def joined_output(visible: str, hidden: str) -> str:
     return text if len(text) <= OUTPUT_CAP else text[:OUTPUT_CAP] + TRUNCATED
 
 
+def _rebuilt(fields: dict) -> ExerciseResult:
+    """An ``ExerciseResult`` from its ``dataclasses.asdict`` fields (a lane's reply)."""
+    checks = [CheckResult(**check) for check in fields["checks"]]
+    return ExerciseResult(**{**fields, "checks": checks})
+
+
 def _loaded(sandbox: Sandbox, exercise: Exercise, stand_ins: Path | None) -> Student:
     """The student proxy of ``sandbox`` with the exercise's file loaded."""
     student = Student(sandbox, exercise, key_folder=stand_ins)
@@ -428,10 +434,12 @@ def grade_submission(
     include_hidden: bool = True,
     key_folder: str | os.PathLike[str] | None = DEFAULT_KEY,
     limits: Limits = Limits(),
+    jobs: int = 1,
 ) -> SubmissionResult:
     """Grade the folder ``path``: the course's enabled exercises (or ``exercises``), core ones
     always, bonus ones when their file is there. The workers see the interpreter and their
-    copy of this submission, nothing else (``grader.sandbox.confine.private_view``)."""
+    copy of this submission, nothing else (``grader.sandbox.confine.private_view``). ``jobs``
+    exercises are graded side by side (``grader.core.lanes``), with the same results."""
     course = course or load()
     source = Path(path)
     if not source.is_dir():
@@ -447,28 +455,34 @@ def grade_submission(
             raise ValueError(f"unknown or disabled exercise {name!r}")
     devices = available_devices()
     secret = course_secret(key) if key is not None else ""
-    results: dict[str, ExerciseResult] = {}
-    skipped = 0.0
+    chosen = [e for e in course.exercises() if e.name in names]
     with tempfile.TemporaryDirectory(prefix="attention-kit-") as tmp:
         os.chmod(tmp, 0o755)  # read-only to a worker without namespaces; others see nothing
         copy = Path(tmp) / "submission"
         copy.mkdir()
         copy_submission(source, copy, seconds=limits.timeout)
-        for exercise in course.exercises():
-            if exercise.name not in names:
-                continue
-            track = course.track(exercise.name)
+
+        def grade(name: str) -> ExerciseResult:
+            exercise = next(e for e in chosen if e.name == name)
+            track = course.track(name)
             if track == "bonus" and not (copy / exercise.filename).is_file():
-                results[exercise.name] = ExerciseResult(
-                    exercise.name, course.points(exercise.name), track, attempted=False)
-                continue
+                return ExerciseResult(name, course.points(name), track, attempted=False)
             own_key = key if key is not None and (key / exercise.filename).is_file() else None
-            results[exercise.name] = grade_exercise(
+            return grade_exercise(
                 copy, exercise, course=course, key_folder=own_key,
                 include_hidden=include_hidden, limits=limits, devices=devices, secret=secret,
                 stand_ins=key,
             )
-            if track == "core":  # the points the hidden checks would have added
-                skipped += course.points(exercise.name) - results[exercise.name].max_score
+
+        # An exercise without its file costs nothing to grade: only the others get a lane.
+        attempted = [e.name for e in chosen if (copy / e.filename).is_file()]
+        results = lanes.graded(attempted, grade, jobs, _rebuilt)
+        results = {e.name: results[e.name] if e.name in results else grade(e.name)
+                   for e in chosen}
+    cgroups.settle()  # the workers' groups that were left for later
+    skipped = 0.0  # the points the hidden checks would have added
+    for name, result in results.items():
+        if result.track == "core":
+            skipped += course.points(name) - result.max_score
     return SubmissionResult(str(source), results, key is not None, number(skipped),
                             cgroups.missing_limits())

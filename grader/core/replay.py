@@ -206,11 +206,34 @@ def _checks() -> dict[Any, tuple[str, str]]:
             for check in exercise.checks}
 
 
+def recorded() -> set[tuple]:
+    """The keys of this process's recordings (to tell a child's new ones: ``grader.core.lanes``)."""
+    return set(_RECORDED)
+
+
+def named(keys: set[tuple] | None = None) -> dict[tuple, tuple[Example, ...]]:
+    """The recordings of ``keys`` (default: all) of the kit's checks, each keyed by its
+    exercise and check name instead of its function: what another process can read."""
+    names = _checks()
+    return {(*names[func], *rest): examples for (func, *rest), examples in _RECORDED.items()
+            if func in names and (keys is None or (func, *rest) in keys)}
+
+
+def adopt(known: dict[tuple, tuple[Example, ...]]) -> int:
+    """Keep the recordings ``known`` (as ``named`` gives them) that this process lacks;
+    returns how many of ``known`` are the kit's checks."""
+    checks = {names: func for func, names in _checks().items()}  # their modules imported
+    found = {(checks[(exercise, name)], *rest): examples
+             for (exercise, name, *rest), examples in known.items()
+             if (exercise, name) in checks}
+    for key, examples in found.items():
+        _RECORDED.setdefault(key, examples)
+    return len(found)
+
+
 def save_cache() -> None:
     """Write this process's recordings of the kit's checks, when it holds new ones."""
-    names = _checks()
-    known = {(*names[func], *rest): examples for (func, *rest), examples in _RECORDED.items()
-             if func in names}
+    known = named()
     if len(known) <= _SAVED[0]:
         return
     path = cache_file()
@@ -231,17 +254,19 @@ def load_cache() -> None:
     try:
         if path.stat().st_uid != os.geteuid():
             return
-        checks = {names: func for func, names in _checks().items()}  # their modules imported
-        known = _Unpickler(io.BytesIO(path.read_bytes())).load()
-        found = {(checks[(exercise, name)], *rest): examples
-                 for (exercise, name, *rest), examples in known.items()
-                 if (exercise, name) in checks}
+        known = read(path.read_bytes())
+        adopt(known)
     except (OSError, pickle.UnpicklingError, ValueError, TypeError, EOFError, AttributeError,
             ImportError, IndexError, KeyError):
         return
-    for key, examples in found.items():
-        _RECORDED.setdefault(key, examples)
     _SAVED[0] = len(known)
+
+
+def read(data: bytes) -> Any:
+    """What ``data`` pickles, read with ``Unpickler`` (the kit's checks imported first: their
+    modules define the records a recording holds)."""
+    _checks()
+    return Unpickler(io.BytesIO(data)).load()
 
 
 _BUILTINS = frozenset({"tuple", "list", "dict", "set", "frozenset", "complex", "slice",
@@ -249,7 +274,7 @@ _BUILTINS = frozenset({"tuple", "list", "dict", "set", "frozenset", "complex", "
 _NUMPY = frozenset({"_reconstruct", "ndarray", "dtype", "scalar", "_frombuffer"})
 
 
-class _Unpickler(pickle.Unpickler):
+class Unpickler(pickle.Unpickler):
     """Builds plain data, NumPy arrays and the kit's own records (``Example``, the problems'
     named tuples): nothing that runs code of the file's choosing."""
 

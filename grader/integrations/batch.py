@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import gc
 import hashlib
 import json
 import os
@@ -173,6 +174,7 @@ def run(
         paths = find_submissions(Path(root), progress if progress is not None else sys.stderr)
     jobs = max(1, jobs or os.cpu_count() or 1)
     preload(course, key_folder)
+    gc.freeze()  # the graders only read what is loaded now: no collection copies its pages
     cgroups.sweep()
     if key_folder is not None and Path(key_folder).is_dir():
         engine.protect_key(Path(key_folder))

@@ -6,6 +6,7 @@ Every command takes ``--course FILE`` (default: the kit's ``course.toml``).
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import sys
 from pathlib import Path
@@ -32,17 +33,21 @@ def _grade(args: argparse.Namespace) -> int:
 
     # Their imports overlap with the engine's; a NumPy exercise alone needs no torch zygote.
     isolation.start_zygote(frameworks(args.exercise) if args.exercise else None)
-    from ..core import engine, replay
+    from ..core import engine, lanes, replay
     from . import report
 
     replay.load_cache()  # the examples a previous run drew (grader/core/replay.py)
     try:
+        course = load(args.course)
+        course.exercises()  # the checks imported, and with them all that grading reads:
+        gc.freeze()  # no collection walks it again (nor, in a lane, copies its pages)
         result = engine.grade_submission(
             args.path,
-            course=load(args.course),
+            course=course,
             key_folder=None if args.no_key else engine.DEFAULT_KEY,
             limits=_limits(args),
             exercises=args.exercise or None,
+            jobs=args.jobs if args.jobs is not None else min(4, lanes.usable_cpus()),
         )
     except (engine.BadSubmission, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
@@ -323,6 +328,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="ignore solutions/ even if present (grade as a student would)")
     grade.add_argument("--show-output", action="store_true",
                        help="show what the submission printed (instructor view)")
+    grade.add_argument("--jobs", type=int, default=None,
+                       help="exercises graded at once, each in a grading process of its own "
+                            "(default: the number of CPUs, at most 4; the report is the same)")
     grade.set_defaults(func=_grade)
 
     many = sub.add_parser("batch", parents=[common],

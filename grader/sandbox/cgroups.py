@@ -18,6 +18,7 @@ enforcing them.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import itertools
@@ -193,19 +194,36 @@ class WorkerGroup:
                     return int(value)
         return 0
 
-    def remove(self) -> None:
-        """Remove the group (and its student's group when no other worker is left in it)."""
+    def remove(self, wait: bool = True) -> None:
+        """Remove the group (and its student's group when no other worker is left in it).
+        ``wait=False``: a group whose processes have not all gone yet (a keeper exits just
+        after it reports) is left for ``settle``, instead of being waited for here."""
         for folder in set(self.folders.values()):
-            for _ in range(100):  # a process that was just killed may take a moment to go
+            for _ in range(100 if wait else 1):  # a process just killed may take a moment
                 try:
                     folder.rmdir()
                     break
                 except FileNotFoundError:
                     break
                 except OSError:
+                    if not wait:
+                        _unsettled.append(self)
+                        return
                     time.sleep(0.01)
             with contextlib.suppress(OSError):
                 folder.parent.rmdir()
+
+
+# The groups ``remove(wait=False)`` left: removed by ``settle`` (by the grading process once it
+# has graded a submission, or as it exits).
+_unsettled: list[WorkerGroup] = []
+
+
+@atexit.register
+def settle() -> None:
+    """Remove the groups that were left to be removed later, waiting for their processes."""
+    while _unsettled:
+        _unsettled.pop().remove()
 
 
 def worker_group(memory: int, processes: int) -> WorkerGroup | None:

@@ -380,8 +380,8 @@ class Sandbox:
             self.closed = True
             self._sock.close()
             self._status.close()
-            if self.group is not None:
-                self.group.remove()
+            if self.group is not None:  # its keeper may still be on its way out
+                self.group.remove(wait=False)
         if self._uid_lock is not None and self.user is not None:
             # With a PID namespace nothing of the worker is left; without one, sweep by uid.
             if self.mode != "root":

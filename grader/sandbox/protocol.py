@@ -30,13 +30,20 @@ class ProtocolError(Exception):
     """A malformed, oversized or truncated message."""
 
 
+_PLAIN = frozenset({bool, int, float, str, type(None)})
+_NAMES = {np.dtype(name): name for name in DTYPES}  # the native ones; others are looked up
+
+
 def _flatten(obj: Any, buffers: list[bytes]) -> Any:
+    if type(obj) in _PLAIN:  # most of a message: tested first
+        return obj
     if isinstance(obj, np.ndarray):
-        if obj.dtype.name not in DTYPES:
+        name = _NAMES.get(obj.dtype) or obj.dtype.name
+        if name not in DTYPES:
             raise ProtocolError(f"arrays of dtype {obj.dtype} cannot be sent")
         array = np.ascontiguousarray(obj).astype(obj.dtype.newbyteorder("="), copy=False)
         buffers.append(array.tobytes())
-        return {"__array__": len(buffers) - 1, "dtype": obj.dtype.name, "shape": list(obj.shape)}
+        return {"__array__": len(buffers) - 1, "dtype": name, "shape": list(obj.shape)}
     if isinstance(obj, tuple):
         return {"__tuple__": [_flatten(x, buffers) for x in obj]}
     if isinstance(obj, list):
@@ -49,12 +56,12 @@ def _flatten(obj: Any, buffers: list[bytes]) -> Any:
         return {key: _flatten(value, buffers) for key, value in obj.items()}
     if isinstance(obj, np.generic):
         return _flatten(np.asarray(obj), buffers)
-    if obj is None or type(obj) in (bool, int, float, str):
-        return obj
     raise ProtocolError(f"cannot send a value of type {type(obj).__name__}")
 
 
 def _rebuild(tree: Any, buffers: list[bytes]) -> Any:
+    if type(tree) in _PLAIN:
+        return tree
     if isinstance(tree, list):
         return [_rebuild(x, buffers) for x in tree]
     if isinstance(tree, dict):
@@ -74,8 +81,6 @@ def _rebuild(tree: Any, buffers: list[bytes]) -> Any:
         if "__tuple__" in tree:
             return tuple(_rebuild(x, buffers) for x in tree["__tuple__"])
         return {key: _rebuild(value, buffers) for key, value in tree.items()}
-    if tree is None or type(tree) in (bool, int, float, str):
-        return tree
     raise ProtocolError("bad value in message")
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import faulthandler
+import gc
 import json
 import os
 import select
@@ -95,6 +96,9 @@ def preload(framework: str) -> None:
 def main(path: str, framework: str) -> None:
     forget_the_kit()
     preload(framework)
+    # What is loaded now is in every worker: out of the collector's passes, so a worker's
+    # collections neither walk torch's objects nor copy the pages they sit on.
+    gc.freeze()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     listener.listen(64)

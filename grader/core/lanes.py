@@ -1,0 +1,129 @@
+"""Grading one submission's exercises side by side, each in a grading process of its own.
+
+A grading process spends most of an exercise waiting: it sends an example, the worker answers,
+it compares, it sends the next. On a machine with two or more cores, two exercises graded at
+once take little longer than one. ``graded`` forks one child of the grading process per
+exercise (at most ``lanes`` at a time); each grades its exercise exactly as the grading process
+would have (``grade_exercise``: its own workers, from the same zygotes), and sends back, over a
+pipe only it and its parent hold, the result and the examples it recorded (``replay``) for the
+next run. The results are put back in the course's order, so the report is the same, byte for
+byte, as one graded an exercise after another.
+
+The children run the kit's code only: the student's code stays in the workers, which the
+zygotes fork and which hold none of these pipes. A child that fails (the kit's own error, a
+signal) has its exercise graded again in the grading process, where the error is raised as it
+would have been. Each child is a grading process to ``cgroups`` (``g<pid>``): its workers get
+one CPU and the memory limit, as one exercise always had.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import gc
+import os
+import pickle
+import select
+import signal
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from ..sandbox import cgroups
+from . import replay
+
+# What a child sends: its result's fields and its recordings, read with the replay cache's
+# unpickler (plain data, NumPy arrays and the kit's records: nothing that runs code when read).
+_RESULT = "result"
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity, not the machine's count)."""
+    with contextlib.suppress(AttributeError, OSError):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def graded(names: list[str], grade: Callable[[str], Any], lanes: int,
+           rebuild: Callable[[dict[str, Any]], Any]) -> dict[str, Any]:
+    """``grade(name)`` for each of ``names``, ``lanes`` at a time, each in a forked child;
+    returns the results by name. ``rebuild`` makes a result again from its fields
+    (``dataclasses.asdict``). With one lane, or one name, it grades here, one after another."""
+    if lanes <= 1 or len(names) <= 1:
+        return {name: grade(name) for name in names}
+    # The objects made so far are the parent's, and a child only reads them: kept out of the
+    # collector's passes, which would otherwise touch (and so copy) every page of them in
+    # every child.
+    gc.freeze()
+    results: dict[str, Any] = {}
+    again: list[str] = []  # the children that failed: graded here, after the others
+    pending = list(reversed(names))
+    running: dict[int, tuple[str, int, list[bytes]]] = {}  # read end -> (name, pid, chunks)
+    try:
+        while pending or running:
+            while pending and len(running) < lanes:
+                name = pending.pop()
+                read_end, pid = _fork(name, grade)
+                running[read_end] = (name, pid, [])
+            ready, _, _ = select.select(list(running), [], [])
+            for read_end in ready:
+                name, pid, chunks = running[read_end]
+                chunk = os.read(read_end, 1 << 20)
+                if chunk:
+                    chunks.append(chunk)
+                    continue
+                del running[read_end]
+                os.close(read_end)
+                _, status = os.waitpid(pid, 0)
+                found = _read(b"".join(chunks)) if status == 0 else None
+                if found is None:
+                    again.append(name)
+                    continue
+                results[name] = rebuild(found["result"])
+                replay.adopt(found["recordings"])
+    finally:
+        for read_end, (_, pid, _) in running.items():  # interrupted: no child outlives us
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            os.close(read_end)
+    for name in again:
+        results[name] = grade(name)
+    return {name: results[name] for name in names}
+
+
+def _fork(name: str, grade: Callable[[str], Any]) -> tuple[int, int]:
+    read_end, write_end = os.pipe()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    pid = os.fork()
+    if pid:
+        os.close(write_end)
+        return read_end, pid
+    code = 1
+    try:  # the child: grades one exercise, never returns into the parent's loop
+        os.close(read_end)
+        before = replay.recorded()
+        result = grade(name)
+        cgroups.settle()  # os._exit runs no exit handler
+        payload = {_RESULT: dataclasses.asdict(result),
+                   "recordings": replay.named(replay.recorded() - before)}
+        with os.fdopen(write_end, "wb") as pipe:
+            pickle.dump(payload, pipe, protocol=5)
+        code = 0
+    except BaseException:  # the kit's own failure: the parent grades the exercise again
+        code = 1
+    finally:
+        os._exit(code)
+
+
+def _read(data: bytes) -> dict[str, Any] | None:
+    try:
+        found = replay.read(data)
+    except (pickle.UnpicklingError, ValueError, TypeError, EOFError, AttributeError,
+            ImportError, IndexError, KeyError):
+        return None
+    if not isinstance(found, dict) or not isinstance(found.get(_RESULT), dict):
+        return None
+    return found

@@ -1,0 +1,104 @@
+"""Exercises graded side by side (``grader.core.lanes``): the same results, in the same order,
+as one after another; a lane that fails costs nothing; what a lane recorded reaches the
+grading process; and what comes back over a lane's pipe is read as data, never run."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import re
+import signal
+from dataclasses import dataclass, field
+
+from submission_tools import make_submission
+from zoo.catalog import BY_NAME, build
+
+from grader.core import engine, lanes, replay
+from grader.integrations import report
+
+
+@dataclass
+class Result:
+    name: str
+    pid: int
+    checks: list[dict] = field(default_factory=list)
+
+
+def rebuild(fields: dict) -> Result:
+    return Result(**fields)
+
+
+def test_results_come_back_by_name_in_the_order_asked():
+    parent = os.getpid()
+    found = lanes.graded(["c", "a", "b"], lambda name: Result(name, os.getpid()), 2, rebuild)
+    assert list(found) == ["c", "a", "b"]
+    assert [r.name for r in found.values()] == ["c", "a", "b"]
+    assert all(r.pid != parent for r in found.values())  # each graded in a lane of its own
+    assert len({r.pid for r in found.values()}) == 3
+
+
+def test_one_lane_grades_here():
+    parent = os.getpid()
+    found = lanes.graded(["a", "b"], lambda name: Result(name, os.getpid()), 1, rebuild)
+    assert {r.pid for r in found.values()} == {parent}
+
+
+def test_a_lane_that_raises_or_is_killed_is_graded_again_here():
+    parent = os.getpid()
+
+    def grade(name: str) -> Result:
+        if os.getpid() != parent and name == "raises":
+            raise RuntimeError("the kit's own bug, in a lane")
+        if os.getpid() != parent and name == "killed":
+            os.kill(os.getpid(), signal.SIGKILL)
+        return Result(name, os.getpid())
+
+    found = lanes.graded(["fine", "raises", "killed"], grade, 3, rebuild)
+    assert found["fine"].pid != parent
+    assert found["raises"].pid == parent and found["killed"].pid == parent
+
+
+def test_a_reply_that_would_run_code_is_not_read():
+    class Payload:
+        def __reduce__(self):
+            return (os.system, ("touch /tmp/attention-kit-lane-pwned",))
+
+    data = pickle.dumps({"result": {"name": "x"}, "recordings": Payload()})
+    assert lanes._read(data) is None
+    assert not os.path.exists("/tmp/attention-kit-lane-pwned")
+    assert lanes._read(b"not a pickle") is None
+    assert lanes._read(pickle.dumps(["a list"])) is None
+
+
+def same(report_json: dict) -> str:
+    """The report as text, less the grading run's temporary folder (a warning's path names it)."""
+    return re.sub(r"/tmp/attention-kit-[^/]+/", "TMP/", json.dumps(report_json, sort_keys=True))
+
+
+def test_side_by_side_grading_reports_what_one_after_another_does(tmp_path):
+    """Four exercises with a typical mistake each (failing checks, shrunk examples, hints), one
+    with its file missing: the JSON report is the same, byte for byte; and the examples the
+    lanes drew are the grading process's to keep."""
+    folder = build(BY_NAME["softmax_overflow"], tmp_path / "one")
+    for entry in ("attention_mask_after_softmax", "heads_split_scrambled", "kv_upper_left"):
+        source = build(BY_NAME[entry], tmp_path / entry)
+        name = BY_NAME[entry].exercise
+        (folder / f"{name}.py").write_text((source / f"{name}.py").read_text())
+    (folder / "softmax_backward.py").unlink()
+    chosen = ["softmax", "softmax_backward", "attention", "heads", "kv_cache"]
+    replay.forget()
+    serial = engine.grade_submission(folder, exercises=chosen, jobs=1)
+    replay.forget()
+    side = engine.grade_submission(folder, exercises=chosen, jobs=3)
+    assert same(report.to_json(side, include_output=True)) == same(
+        report.to_json(serial, include_output=True))
+    assert serial.score < serial.max_score
+    kept = replay.named()
+    assert {exercise for exercise, *_ in kept} >= {"softmax", "attention", "heads", "kv_cache"}
+
+
+def test_the_answer_key_scores_full_side_by_side(tmp_path):
+    result = engine.grade_submission(make_submission(tmp_path / "key"), jobs=4)
+    assert result.score == result.max_score
+    assert result.bonus_score == result.bonus_max_score
