@@ -448,6 +448,15 @@ ATTACKS = [
     (NUMPY_RULE, "from numpy import ctypeslib", "from numpy import ctypeslib (line 1)"),
     (NUMPY_RULE, "import numpy as np\np = np.zeros(1).ctypes.data", ".ctypes (line 2)"),
     (NUMPY_RULE, "import numpy as np\nx = np.load('x.npy', allow_pickle=True)", ".load (line 2)"),
+    # the red team's file reader: any file the worker sees, read into its own feedback
+    (NUMPY_RULE, "import numpy as np\nimport numpy.ma.mrecords\n"
+                 "t = np.ma.mrecords.openfile('/proc/self/cgroup').read()",
+     "import numpy.ma.mrecords (line 2)"),
+    (NUMPY_RULE, "import numpy as np\nt = np.ma.mrecords.openfile('/etc/hostname')",
+     ".mrecords (line 2)"),
+    (NUMPY_RULE, "from numpy.ma.mrecords import fromtextfile", "from numpy.ma.mrecords import "
+     "fromtextfile (line 1)"),
+    (NUMPY_RULE, "import numpy as np\nd = np.testing.tempdir()", ".tempdir (line 2)"),
     (NUMPY_RULE, "import dataclasses\nm = dataclasses.sys.modules", ".sys (line 2)"),
     (ATTENTION_RULE, "import torch\nlib = torch.library.Library('aten', 'IMPL')",
      ".library (line 2)"),

@@ -126,5 +126,21 @@ def test_a_students_busy_processes_get_one_cpu_and_stay_in_their_group(tmp):
             Limits().memory + 2 * cgroups.MEMORY_HEADROOM)
         assert int((group.folders["pids"] / "pids.max").read_text()) == (
             Limits().processes + cgroups.PROCESSES_OF_THE_KIT)
+    cgroups.settle()  # what a grading run does once graded: groups whose keeper was leaving
     for folder in group.folders.values():  # gone with the worker
         assert not folder.exists()
+
+
+def test_a_worker_sees_no_groups_so_no_peak_carries_from_one_worker_to_the_next(tmp):
+    """The red team's channel: one exercise's worker raised its student's group's memory peak
+    and a later worker read it from /sys/fs/cgroup. A worker's view has that folder empty."""
+    sandbox, student = loaded(tmp, """
+        import os
+        print("groups", sorted(os.listdir("/sys/fs/cgroup")), flush=True)
+        print("sys", os.path.isdir("/sys/devices"), flush=True)
+    """, Limits(timeout=30))
+    with sandbox:
+        student.load()
+        printed = sandbox.output()
+    assert "groups []" in printed
+    assert "sys True" in printed  # the rest of /sys is still there (CPU topology, for NumPy)

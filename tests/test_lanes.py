@@ -9,13 +9,17 @@ import os
 import pickle
 import re
 import signal
+import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
+import pytest
 from submission_tools import make_submission
 from zoo.catalog import BY_NAME, build
 
 from grader.core import engine, lanes, replay
 from grader.integrations import report
+from grader.sandbox import cgroups
 
 
 @dataclass
@@ -102,3 +106,54 @@ def test_the_answer_key_scores_full_side_by_side(tmp_path):
     result = engine.grade_submission(make_submission(tmp_path / "key"), jobs=4)
     assert result.score == result.max_score
     assert result.bonus_score == result.bonus_max_score
+
+
+def test_a_lane_ends_with_its_grading_process(tmp_path):
+    """The red team's grader, stopped: its lanes went on grading (and started a zygote of their
+    own) for a minute. Each lane now ends when the process that forked it does."""
+    marks = tmp_path / "lanes"
+    marks.mkdir()
+    grading = os.fork()
+    if grading == 0:  # a grading process whose lanes each note their pid, then work on
+        def grade(name: str) -> Result:
+            (marks / name).write_text(str(os.getpid()))
+            time.sleep(60)
+            return Result(name, os.getpid())
+
+        try:
+            lanes.graded(["a", "b"], grade, 2, rebuild)
+        finally:
+            os._exit(0)
+    deadline = time.monotonic() + 30
+    while len(list(marks.iterdir())) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    pids = [int(p.read_text()) for p in marks.iterdir()]
+    assert len(pids) == 2
+    os.kill(grading, signal.SIGKILL)
+    os.waitpid(grading, 0)
+    deadline = time.monotonic() + 10
+    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(alive(pid) for pid in pids)
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(cgroups.available() is not None, reason="no cgroups here")
+def test_lanes_leave_no_group_behind(tmp_path):
+    """The red team found each lane's answer-key workers and their groups left after every
+    `grade`: a lane now closes its workers and removes its groups before it ends."""
+    def groups() -> set[Path]:
+        return {g for folder in cgroups._kit_folders().values() for g in folder.glob("g*")}
+
+    before = groups()
+    engine.grade_submission(make_submission(tmp_path / "key"),
+                            exercises=["softmax", "attention", "mha"], jobs=3)
+    left = [g for g in groups() - before if not alive(int(g.name[1:]))]
+    assert not left

@@ -72,6 +72,7 @@ BLOCKED = frozenset(" ".join((
     # files and pickles (a pickle runs any callable it names)
     "load loads save savez savez_compressed savetxt loadtxt genfromtxt fromfile tofile",
     "from_file fromregex memmap open_memmap read_array write_array DataSource npyio dump",
+    "mrecords openfile fromtextfile tempdir temppath",  # np.ma.mrecords.openfile(path).read()
     "dumps serialization PyTorchFileReader PyTorchFileWriter GdsFile tunable load_nvprof",
     # torch's operator registry and dispatch, code generation and loading, remote code
     "library ops classes overrides jit fx compile compiler export package hub utils onnx",

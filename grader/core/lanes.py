@@ -19,6 +19,7 @@ one CPU and the memory limit, as one exercise always had.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import dataclasses
 import gc
 import os
@@ -31,6 +32,9 @@ from typing import Any
 
 from ..sandbox import cgroups
 from . import replay
+from .student import close_answerers
+
+PR_SET_PDEATHSIG = 1  # prctl(2)
 
 # What a child sends: its result's fields and its recordings, read with the replay cache's
 # unpickler (plain data, NumPy arrays and the kit's records: nothing that runs code when read).
@@ -87,12 +91,23 @@ def graded(names: list[str], grade: Callable[[str], Any], lanes: int,
                 os.kill(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)
             os.close(read_end)
+    cgroups.sweep()  # the groups of a lane that ended before it could remove them
     for name in again:
         results[name] = grade(name)
     return {name: results[name] for name in names}
 
 
+def follow_parent(parent: int) -> None:
+    """End this forked child (SIGKILL) when ``parent`` ends, however it ends: a grading run
+    that is stopped takes its lanes (and, through them, their workers) with it."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # it ended before the request: nobody is waiting for us
+        os._exit(1)
+
+
 def _fork(name: str, grade: Callable[[str], Any]) -> tuple[int, int]:
+    parent = os.getpid()
     read_end, write_end = os.pipe()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
@@ -103,10 +118,10 @@ def _fork(name: str, grade: Callable[[str], Any]) -> tuple[int, int]:
         return read_end, pid
     code = 1
     try:  # the child: grades one exercise, never returns into the parent's loop
+        follow_parent(parent)
         os.close(read_end)
         before = replay.recorded()
         result = grade(name)
-        cgroups.settle()  # os._exit runs no exit handler
         payload = {_RESULT: dataclasses.asdict(result),
                    "recordings": replay.named(replay.recorded() - before)}
         with os.fdopen(write_end, "wb") as pipe:
@@ -115,6 +130,9 @@ def _fork(name: str, grade: Callable[[str], Any]) -> tuple[int, int]:
     except BaseException:  # the kit's own failure: the parent grades the exercise again
         code = 1
     finally:
+        with contextlib.suppress(BaseException):  # what exit handlers would do (os._exit runs
+            close_answerers()  # none, and the parent's, run here, would remove its folders)
+            cgroups.settle()
         os._exit(code)
 
 

@@ -211,7 +211,7 @@ _ANSWERERS: dict[tuple, Sandbox] = {}
 
 
 @atexit.register
-def _close_answerers() -> None:
+def close_answerers() -> None:
     """This process's answer-key workers, ended on its way out (their cgroups go with them)."""
     for (pid, *_), sandbox in list(_ANSWERERS.items()):
         if pid == os.getpid():

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..core import engine
+from ..core import engine, lanes
 from ..core.course import EXERCISES_BY_NAME, Course, load, number
 from ..sandbox import cgroups, isolation
 from ..sandbox.isolation import Limits
@@ -217,11 +217,13 @@ def _fork_grader(path: Path, reply: Path, course: Course, limits: Limits,
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
+    parent = os.getpid()
     pid = os.fork()
     if pid:
         return pid
     code = 0
     try:  # the grader process: never returns into the batch loop
+        lanes.follow_parent(parent)  # a batch that is stopped stops its graders
         row = grade_one(path, course=course, limits=limits, key_folder=key_folder)
         reply.write_text(json.dumps(row.__dict__))
     except BaseException as error:  # the kit's own failure: reported in the row

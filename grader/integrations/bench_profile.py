@@ -1,8 +1,8 @@
 """Where grading time goes: ``make bench``'s breakdown (``python -m grader bench
 --breakdown-only``).
 
-A folder is graded in a fresh process (``child``), as ``python -m grader grade`` grades it,
-with timers wrapped around the engine's parts in that process alone: nothing graded changes,
+A folder is graded in a fresh process (``child``), as ``python -m grader grade`` grades it
+(the examples its last run recorded replayed), but one exercise after another, with timers wrapped around the engine's parts in that process alone: nothing graded changes,
 and the score is printed beside the table. Each part's time is its own, the time of the parts
 it calls taken out (a round trip made while diagnosing is the student's, not the diagnosis's),
 so the rows add up to the wall time the parent measured. A part whose name the engine no
@@ -12,6 +12,7 @@ longer has is skipped with a note; its time falls in "the rest".
 from __future__ import annotations
 
 import functools
+import gc
 import json
 import os
 import resource
@@ -134,10 +135,10 @@ def child(argv: list[str] | None = None) -> None:
     loaded = time.perf_counter()
     course = load()
     exercises = course.exercises()  # the problems' modules, imported here
-    if os.environ.get("ATTENTION_KIT_BREAKDOWN_WARM"):
-        from ..core import replay
+    from ..core import replay
 
-        replay.load_cache()  # as `grader grade` does: the examples its last run drew
+    replay.load_cache()  # as `grader grade` does: the examples its last run drew
+    gc.freeze()
     clock.parts["load"] = time.perf_counter() - loaded
     clock.wrap(isolation.Zygote, "wait_ready", "zygote")
     for name in ("__init__", "__exit__", "close"):
@@ -207,7 +208,8 @@ def breakdown(folder: Path, exercises: list[str] | None = None) -> dict[str, flo
     from .bench import ROOT, _cpu
 
     command = [sys.executable, "-c",
-               "from grader.integrations.bench_profile import child; child()",
+               "from grader.integrations.bench_profile import child; child(); "
+               "from grader.integrations.cli import leave; leave(0)",  # as `grade` ends
                str(folder), *(exercises or [])]
     cpu0, start = _cpu(), time.perf_counter()
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
@@ -266,9 +268,14 @@ def breakdowns() -> None:
     """The three tables: the whole answer key, its six core exercises, softmax alone."""
     from .bench import ROOT, core_submission
 
+    # A student's second `make grade`: the first run recorded the examples (build/replay/).
+    subprocess.run([sys.executable, "-m", "grader", "grade", str(ROOT / "solutions")],
+                   cwd=ROOT, stdout=subprocess.DEVNULL, check=True)
     load1 = os.getloadavg()[0]
-    print(f"where grading time goes (a fresh process each; load average {load1:.1f} "
-          f"on {os.cpu_count()} cores before)")
+    print(f"where grading time goes (a fresh process each, the exercises one after another "
+          f"so that the parts add up, where `grade` grades them side by side; the examples a "
+          f"first run recorded, replayed; load average {load1:.1f} on {os.cpu_count()} cores "
+          f"before)")
     with tempfile.TemporaryDirectory(prefix="attention-kit-bench-") as tmp:
         core = core_submission(Path(tmp) / "key")
         for title, folder, exercises in [

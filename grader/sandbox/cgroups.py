@@ -214,8 +214,9 @@ class WorkerGroup:
                 folder.parent.rmdir()
 
 
-# The groups ``remove(wait=False)`` left: removed by ``settle`` (by the grading process once it
-# has graded a submission, or as it exits).
+# The groups ``remove(wait=False)`` left: removed by ``settle`` (before the next group is made,
+# once a submission is graded, and on the way out). By then their keepers have nearly always
+# gone, so nothing waits.
 _unsettled: list[WorkerGroup] = []
 
 
@@ -230,6 +231,7 @@ def worker_group(memory: int, processes: int) -> WorkerGroup | None:
     """A new group for one worker allowed ``memory`` bytes and ``processes`` processes, or None
     where groups are not available. OSError where they are and making one failed."""
     found = hierarchy()
+    settle()  # first the groups left for later: as if each had been removed when closed
     student = _student_folders(memory) if found is not None else None
     if found is None or student is None:
         return None
