@@ -2,8 +2,9 @@
 --breakdown-only``).
 
 A folder is graded in a fresh process (``child``), as ``python -m grader grade`` grades it
-(the examples its last run recorded replayed), but one exercise after another, with timers wrapped around the engine's parts in that process alone: nothing graded changes,
-and the score is printed beside the table. Each part's time is its own, the time of the parts
+(the examples its last run recorded replayed), but one exercise after another, with timers
+wrapped around the engine's parts in that process alone: nothing graded changes, and the score
+is printed beside the table. Each part's time is its own, the time of the parts
 it calls taken out (a round trip made while diagnosing is the student's, not the diagnosis's),
 so the rows add up to the wall time the parent measured. A part whose name the engine no
 longer has is skipped with a note; its time falls in "the rest".
