@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 from hypothesis.errors import Flaky
 
-from ..sandbox import cgroups
+from ..sandbox import cgroups, zygotes
 from ..sandbox.isolation import (
     OUTPUT_CAP,
     TRUNCATED,
@@ -476,7 +476,9 @@ def grade_submission(
 
         # An exercise without its file costs nothing to grade: only the others get a lane.
         attempted = [e.name for e in chosen if (copy / e.filename).is_file()]
-        results = lanes.graded(attempted, grade, jobs, _rebuilt)
+        framework = {e.name: e.framework for e in chosen}
+        results = lanes.graded(attempted, grade, jobs, _rebuilt,
+                               ready=lambda name: zygotes.ready(framework[name]))
         results = {e.name: results[e.name] if e.name in results else grade(e.name)
                    for e in chosen}
     cgroups.settle()  # the workers' groups that were left for later

@@ -49,10 +49,13 @@ def usable_cpus() -> int:
 
 
 def graded(names: list[str], grade: Callable[[str], Any], lanes: int,
-           rebuild: Callable[[dict[str, Any]], Any]) -> dict[str, Any]:
+           rebuild: Callable[[dict[str, Any]], Any],
+           ready: Callable[[str], bool] = lambda name: True) -> dict[str, Any]:
     """``grade(name)`` for each of ``names``, ``lanes`` at a time, each in a forked child;
     returns the results by name. ``rebuild`` makes a result again from its fields
-    (``dataclasses.asdict``). With one lane, or one name, it grades here, one after another."""
+    (``dataclasses.asdict``). With one lane, or one name, it grades here, one after another.
+    A free lane takes the first name that is ``ready`` (its zygote done with its imports), so
+    that no lane waits for torch while a NumPy exercise could be graded."""
     if lanes <= 1 or len(names) <= 1:
         return {name: grade(name) for name in names}
     # The objects made so far are the parent's, and a child only reads them: kept out of the
@@ -66,11 +69,16 @@ def graded(names: list[str], grade: Callable[[str], Any], lanes: int,
     try:
         while pending or running:
             while pending and len(running) < lanes:
-                name = pending.pop()
+                name = next((n for n in reversed(pending) if ready(n)), None)
+                if name is None and running:
+                    break  # nothing can start yet: look again in a moment
+                name = name or pending[-1]  # nothing else to do: the lane waits, not us
+                pending.remove(name)
                 read_end, pid = _fork(name, grade)
                 running[read_end] = (name, pid, [])
-            ready, _, _ = select.select(list(running), [], [])
-            for read_end in ready:
+            waiting = pending and len(running) < lanes
+            done, _, _ = select.select(list(running), [], [], 0.05 if waiting else None)
+            for read_end in done:
                 name, pid, chunks = running[read_end]
                 chunk = os.read(read_end, 1 << 20)
                 if chunk:

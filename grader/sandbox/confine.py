@@ -54,9 +54,9 @@ _STANDARD = (
 ).split()
 PRELOAD = {
     "numpy": _STANDARD,
-    # torch's first backward() imports torch.fx's symbolic shapes (and SymPy, mpmath) lazily
-    "torch": [*_STANDARD, "torch", "torch.nn", "torch.nn.functional",
-              "torch.fx.experimental.symbolic_shapes"],
+    # Not torch.fx's symbolic shapes (0.6 s, with SymPy): the worker's backward pass does
+    # without them (``worker.run_backward``)
+    "torch": [*_STANDARD, "torch", "torch.nn", "torch.nn.functional"],
 }
 # What a worker's root shows of the interpreter's installed packages: NumPy's worker only
 # NumPy (every other entry of every site-packages folder, torch, scipy, jax and the kit's own

@@ -124,8 +124,16 @@ def run_backward(y: Any, grad: Any, again: Any) -> None:
     pass. Then the forward pass runs again (``again()``, returning its ``y``) under autograd's
     anomaly mode, which records where each operation was called, and the error carries the
     student's frames of the operation whose gradient failed (``forward_frames``)."""
+    import torch
+
     try:
-        y.backward(grad)
+        if (type(y) is torch.Tensor and type(grad) is torch.Tensor and y.requires_grad
+                and (y.shape, y.dtype, y.device) == (grad.shape, grad.dtype, grad.device)):
+            # The same gradient, bit for bit, as y.backward(grad), whose check of the two
+            # shapes imports torch.fx's symbolic shapes and SymPy (0.6 s) on its first call
+            (y * grad).sum().backward()
+        else:  # what y.backward says of anything else
+            y.backward(grad)
     except Exception as error:
         error.forward_frames = _anomaly_frames(again, grad)  # type: ignore[attr-defined]
         raise

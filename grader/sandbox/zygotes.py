@@ -8,6 +8,7 @@ import atexit
 import contextlib
 import json
 import os
+import select
 import socket
 import subprocess
 import sys
@@ -73,6 +74,13 @@ class Zygote:
             raise RuntimeError(f"the worker zygote did not start:\n{tail}")
         self._ready = True
 
+    def is_ready(self) -> bool:
+        """Whether the zygote is ready for requests, without waiting for it."""
+        if not self._ready and os.getpid() == self.owner and self.process.stdout is not None:
+            if select.select([self.process.stdout], [], [], 0)[0]:
+                self.wait_ready()
+        return self._ready or (os.getpid() != self.owner and os.path.exists(self.path))
+
     def connection(self) -> socket.socket:
         pid = os.getpid()
         if pid not in self._connections:
@@ -134,6 +142,13 @@ def zygote(framework: str = "torch") -> Zygote:
         found = _ZYGOTES[framework] = Zygote(framework)
         atexit.register(found.close)
     return found
+
+
+def ready(framework: str) -> bool:
+    """Whether ``framework``'s zygote can fork a worker now: started and done with its imports
+    (True where none was started yet: the first worker starts it, and waits)."""
+    found = _ZYGOTES.get(framework)
+    return found is None or not found.alive() or found.is_ready()
 
 
 def start_zygote(frameworks: set[str] | None = None) -> None:
