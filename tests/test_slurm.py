@@ -29,6 +29,10 @@ from grader.integrations import shards
 
 DAEMONS = ("slurmctld", "slurmd", "munged", "sbatch", "squeue", "scancel", "scontrol")
 TIMEOUT = "5"  # seconds per exercise: the hanging submission's cost
+# No limit per call: the hang's message must not depend on how much CPU its worker got in
+# those 5 s (a 2 s CPU limit stops it first on an idle machine, the exercise's limit on a busy
+# one), or the two routes below could word the same hang differently.
+NO_CALL_LIMIT = ("--call-timeout", "0")
 
 
 def _why_not() -> str | None:
@@ -199,12 +203,13 @@ def test_a_class_graded_in_3_slurm_tasks_merges_to_what_one_batch_writes(cluster
     grader = [sys.executable, "-m", "grader"]
     whole = tmp_path / "whole"
     _run(*grader, "batch", str(root), "--course", course, "--csv", str(whole / "grades.csv"),
-         "--report", str(whole / "report"), "--jobs", "2", "--timeout", TIMEOUT, env=env)
+         "--report", str(whole / "report"), "--jobs", "2", "--timeout", TIMEOUT, *NO_CALL_LIMIT,
+         env=env)
 
     shared = tmp_path / "shared"
     printed = _run(*grader, "slurm", str(root), "--shards", "3", "--out", str(shared),
                    "--course", course, "--cpus-per-task", "1", "--timeout", TIMEOUT,
-                   "--submit", env=env)
+                   *NO_CALL_LIMIT, "--submit", env=env)
     ids = dict(line.split(": ", 1) for line in printed.splitlines() if ": " in line)
     grade, merge = ids["grade job"], ids["merge job"]
     _run("scancel", f"{grade}_2", env=env)  # at once: pending, or still starting up

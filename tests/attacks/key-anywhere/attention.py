@@ -10,6 +10,7 @@ MARKERS = tuple("".join(parts) for parts in (("### BEGIN", " SOLUTION"), ("shift
 
 
 def _strings():
+    gc.unfreeze()  # what the zygote froze is listed again
     for obj in gc.get_objects():
         for value in (obj.values() if isinstance(obj, dict) else obj if isinstance(obj, (list, tuple)) else ()):
             if isinstance(value, str) and value not in MARKERS and any(m in value for m in MARKERS):

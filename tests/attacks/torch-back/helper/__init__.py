@@ -8,6 +8,8 @@ TORCH_PACKAGES = ("torch", "functorch", "torchgen", "triton")
 
 def _torch_modules():
     # the worker only set sys.modules["torch"] = None; the module objects still live on the heap
+    # (the zygote froze what it had loaded: thawed, the collector lists it again)
+    gc.unfreeze()
     found = {}
     for obj in gc.get_objects():
         if issubclass(type(obj), types.ModuleType):
