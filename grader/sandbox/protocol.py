@@ -4,7 +4,10 @@ A message is a JSON header plus raw array buffers. Arrays travel as (dtype, shap
 a whitelisted dtype and are rebuilt with ``np.frombuffer``: nothing from a worker is ever
 unpickled, so a reply can only ever be plain data.
 
-Frame: ``<u64 header length><u64 buffer count>header`` then, per buffer, ``<u64 length>bytes``.
+Frame: ``<u64 length of the rest><u64 header length><u64 buffer count>``, one ``<u64 length>``
+per buffer, the header, then the buffers, back to back. The first eight bytes say how much
+follows, so a message is read in two reads, whatever it holds; every length is checked against
+the limits, and against the others, before anything is built from it.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ import numpy as np
 
 MAX_MESSAGE_BYTES = 64 << 20  # far above any real reply; a bigger one is a broken worker
 MAX_HEADER_BYTES = 4 << 20  # the JSON part: arrays travel as raw buffers
+MAX_BUFFERS = 4096
+_MAX_SIZES = 16 + 8 * MAX_BUFFERS  # the lengths before the header
 DTYPES = frozenset(
     "bool int8 int16 int32 int64 uint8 uint16 uint32 uint64 float16 float32 float64 "
     "complex64 complex128".split()
@@ -35,8 +40,13 @@ _NAMES = {np.dtype(name): name for name in DTYPES}  # the native ones; others ar
 
 
 def _flatten(obj: Any, buffers: list[bytes]) -> Any:
-    if type(obj) in _PLAIN:  # most of a message: tested first
+    kind = type(obj)
+    if kind in _PLAIN:  # most of a message: tested first
         return obj
+    if kind is list:  # then the containers as they are (a subclass takes the long way)
+        return [_flatten(x, buffers) for x in obj]
+    if kind is tuple:
+        return {"__tuple__": [_flatten(x, buffers) for x in obj]}
     if isinstance(obj, np.ndarray):
         name = _NAMES.get(obj.dtype) or obj.dtype.name
         if name not in DTYPES:
@@ -59,12 +69,13 @@ def _flatten(obj: Any, buffers: list[bytes]) -> Any:
     raise ProtocolError(f"cannot send a value of type {type(obj).__name__}")
 
 
-def _rebuild(tree: Any, buffers: list[bytes]) -> Any:
-    if type(tree) in _PLAIN:
+def _rebuild(tree: Any, buffers: list[bytes] | list[memoryview]) -> Any:
+    kind = type(tree)  # what json.loads makes: these types exactly
+    if kind in _PLAIN:
         return tree
-    if isinstance(tree, list):
+    if kind is list:
         return [_rebuild(x, buffers) for x in tree]
-    if isinstance(tree, dict):
+    if kind is dict:
         if "__array__" in tree:
             dtype = tree.get("dtype")
             shape = tree.get("shape")
@@ -87,10 +98,10 @@ def _rebuild(tree: Any, buffers: list[bytes]) -> Any:
 def encode(obj: Any) -> bytes:
     buffers: list[bytes] = []
     header = json.dumps(_flatten(obj, buffers)).encode()
-    parts = [_U64.pack(len(header)), _U64.pack(len(buffers)), header]
-    for buffer in buffers:
-        parts += [_U64.pack(len(buffer)), buffer]
-    return b"".join(parts)
+    sizes = struct.pack(f"<{2 + len(buffers)}Q", len(header), len(buffers),
+                        *(len(buffer) for buffer in buffers))
+    rest = len(sizes) + len(header) + sum(len(buffer) for buffer in buffers)
+    return b"".join([_U64.pack(rest), sizes, header, *buffers])
 
 
 def send(sock: socket.socket, obj: Any) -> None:
@@ -115,19 +126,27 @@ def read_exact(sock: socket.socket, n: int, deadline: float | None = None) -> by
 
 def recv(sock: socket.socket, deadline: float | None = None) -> Any:
     """Read one message; ``deadline`` is a ``time.monotonic()`` value or None to wait forever."""
-    header_len = _U64.unpack(read_exact(sock, 8, deadline))[0]
-    count = _U64.unpack(read_exact(sock, 8, deadline))[0]
-    if header_len > MAX_HEADER_BYTES or count > 4096:
+    rest = _U64.unpack(read_exact(sock, 8, deadline))[0]
+    if rest > MAX_MESSAGE_BYTES + _MAX_SIZES:
         raise ProtocolError("message too large")
+    if rest < 16:
+        raise ProtocolError("truncated message")
+    data = memoryview(read_exact(sock, rest, deadline))
+    header_len, count = struct.unpack_from("<QQ", data)
+    if header_len > MAX_HEADER_BYTES or count > MAX_BUFFERS:
+        raise ProtocolError("message too large")
+    start = 16 + 8 * count
+    if start > rest:
+        raise ProtocolError("truncated message")
+    sizes = struct.unpack_from(f"<{count}Q", data, 16)
+    if start + header_len + sum(sizes) != rest or header_len + sum(sizes) > MAX_MESSAGE_BYTES:
+        raise ProtocolError("the lengths in the message do not add up")
     try:
-        tree = json.loads(read_exact(sock, header_len, deadline))
+        tree = json.loads(data[start:start + header_len].tobytes())
     except ValueError as error:
         raise ProtocolError(f"bad header: {error}") from None
-    buffers, total = [], header_len
-    for _ in range(count):
-        size = _U64.unpack(read_exact(sock, 8, deadline))[0]
-        total += size
-        if total > MAX_MESSAGE_BYTES:
-            raise ProtocolError("message too large")
-        buffers.append(read_exact(sock, size, deadline))
+    buffers, offset = [], start + header_len
+    for size in sizes:
+        buffers.append(data[offset:offset + size])
+        offset += size
     return _rebuild(tree, buffers)
