@@ -76,7 +76,7 @@ def test_every_call_of_the_answer_key_takes_under_a_tenth_of_the_limit(monkeypat
     request = isolation.Sandbox.request
 
     def measured(self, op, **kwargs):
-        pid = self._worker()
+        pid = self.worker_pid()
         before = call_limit.cpu_seconds(pid)
         try:
             return request(self, op, **kwargs)
@@ -107,3 +107,29 @@ def test_a_calls_wall_limit_counts_from_when_it_was_sent():
         why = call_limit.wait_for_reply(ours, time.monotonic() + 60, 1.0, lambda: None, None,
                                         began)
     assert why is not None and "took more than 5 s" in why
+
+
+def test_the_clock_reads_its_own_process_and_nothing_once_it_is_gone():
+    """``Clock`` reads the kernel's account of one process through a descriptor opened once:
+    the same figure as ``cpu_seconds``, rising as the process computes; once the process is
+    reaped, None (never the figure of a process that took its pid)."""
+    import subprocess
+    import sys
+    import time
+
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    clock = call_limit.Clock(busy.pid)
+    try:
+        time.sleep(0.5)
+        first_read = clock.seconds()
+        assert first_read is not None and first_read > 0
+        assert abs(first_read - call_limit.cpu_seconds(busy.pid)) < 0.1
+        time.sleep(0.5)
+        assert clock.seconds() > first_read
+    finally:
+        busy.kill()
+        busy.wait()
+    assert clock.seconds() is None
+    clock.close()
+    assert clock.seconds() is None
+    assert call_limit.Clock(busy.pid).seconds() is None  # nothing there to open

@@ -34,11 +34,37 @@ def cpu_seconds(pid: int | None) -> float | None:
     return None
 
 
+class Clock:
+    """``cpu_seconds`` of one process, through a descriptor of its ``/proc/PID/stat`` opened
+    once and read again at each call (a call's start costs a read, not a path walk and an open:
+    a sixth of the time). Once the process is gone, the descriptor still names it, never a
+    process that took its pid after it: its reads fail, and ``seconds`` is None."""
+
+    def __init__(self, pid: int) -> None:
+        self._fd: int | None = None
+        with contextlib.suppress(OSError):
+            self._fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
+
+    def seconds(self) -> float | None:
+        if self._fd is None:
+            return None
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = os.pread(self._fd, 4096, 0).rsplit(b")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / _TICK
+        return None
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
 def wait_for_reply(sock: socket.socket, deadline: float, limit: float,
-                   worker: Callable[[], int | None], cpu_start: float | None,
+                   cpu: Callable[[], float | None], cpu_start: float | None,
                    began: float) -> str | None:
     """Wait until ``sock`` has something to read, or until ``deadline`` (a ``time.monotonic()``
-    value: the exercise's own limit, left to the caller). Returns why the call must be
+    value: the exercise's own limit, left to the caller); ``cpu`` reads the worker's CPU
+    seconds (``Clock.seconds``; None while there is no worker yet). Returns why the call must be
     stopped, when it ran past ``limit`` CPU seconds since ``cpu_start`` (None: the worker was
     not there yet when the call began, so all of its CPU time counts), or past ``CALL_WALL``
     times that in wall seconds since ``began`` (when the call was sent: the proxies' answers it
@@ -56,7 +82,7 @@ def wait_for_reply(sock: socket.socket, deadline: float, limit: float,
                     "(is it waiting for something that never comes?)")
         if select.select([sock], [], [], min(left, STEP))[0]:
             return None
-        used = cpu_seconds(worker())
+        used = cpu()
         if used is not None and cpu_start is None:  # a worker born during this call (its
             cpu_start = 0.0  # first, the load): every second of its CPU time is the call's
         if used is not None and cpu_start is not None and used - cpu_start > limit:

@@ -146,7 +146,7 @@ class Sandbox:
         self._status_text = b""
         self._exit: int | None = None
         self._sequence = 0
-        self._worker_pid: int | None = None
+        self._clock: call_limit.Clock | None = None
         self._timed_out = False
         self._lost = ""  # why the worker was lost, for any request after
         self._loading: dict[str, Any] | None = None  # the "load" request, for a fresh worker
@@ -193,7 +193,7 @@ class Sandbox:
         again, the exercise's time used so far still counted (its output goes on in the same
         capture)."""
         self.closed, self._timed_out, self._exit = False, False, None
-        self._status_text, self._worker_pid, self.pid = b"", None, None
+        self._status_text, self.pid = b"", None
         self._start()
         if self._loading is not None:
             self.request("load", **self._loading)
@@ -238,7 +238,7 @@ class Sandbox:
         start = time.monotonic()
         remaining = self.limits.timeout - self.used
         self._sequence += 1
-        cpu = call_limit.cpu_seconds(self._worker()) if self.limits.call else None
+        cpu = self._cpu() if self.limits.call else None
         try:
             self._sock.settimeout(max(remaining, 1e-3))  # a stuck worker cannot block a send
             protocol.send(self._sock, {"op": op, "id": self._sequence, "kwargs": kwargs})
@@ -280,7 +280,7 @@ class Sandbox:
     def _within_call_limits(self, deadline: float, cpu: float | None, began: float) -> None:
         """Wait for the reply within the call's own limits (``call_limit``): past them, the
         worker is stopped and CallTimedOut raised."""
-        why = call_limit.wait_for_reply(self._sock, deadline, self.call_seconds, self._worker,
+        why = call_limit.wait_for_reply(self._sock, deadline, self.call_seconds, self._cpu,
                                         cpu, began)
         if why is not None:
             self.kill()
@@ -292,11 +292,15 @@ class Sandbox:
         """The CPU seconds one call of this worker may take (``Limits.call``)."""
         return self.limits.call * (TORCH_CALLS if self.framework == "torch" else 1)
 
-    def _worker(self) -> int | None:
-        """The worker's pid, found once (``worker_pid``)."""
-        if self._worker_pid is None:
-            self._worker_pid = self.worker_pid()
-        return self._worker_pid
+    def _cpu(self) -> float | None:
+        """The worker's CPU seconds, through a ``call_limit.Clock`` made once its pid is known
+        (``worker_pid``); None before."""
+        if self._clock is None:
+            pid = self.worker_pid()
+            if pid is None:
+                return None
+            self._clock = call_limit.Clock(pid)
+        return self._clock.seconds()
 
     def _is_question(self, message: Any) -> bool:
         return (self.answer is not None and isinstance(message, dict) and "ask" in message
@@ -380,6 +384,9 @@ class Sandbox:
             self.closed = True
             self._sock.close()
             self._status.close()
+            if self._clock is not None:
+                self._clock.close()
+                self._clock = None
             if self.group is not None:  # its keeper may still be on its way out
                 self.group.remove(wait=False)
         if self._uid_lock is not None and self.user is not None:
