@@ -199,8 +199,9 @@ class WorkerGroup:
         ``wait=False``: a group whose processes have not all gone yet (a keeper exits just
         after it reports) is left for ``settle``, instead of being waited for here."""
         for folder in set(self.folders.values()):
-            for _ in range(100 if wait else 1):  # a process just killed may take a moment
-                try:
+            pause, waited = 0.0005, 0.0  # a process just killed may take a moment: a keeper
+            while True:  # is gone a millisecond or two after it reports, and is waited for
+                try:  # in steps that start that short (about a second in all, at most)
                     folder.rmdir()
                     break
                 except FileNotFoundError:
@@ -209,7 +210,11 @@ class WorkerGroup:
                     if not wait:
                         _unsettled.append(self)
                         return
-                    time.sleep(0.01)
+                    if waited >= 1.0:
+                        break
+                    time.sleep(pause)
+                    waited += pause
+                    pause = min(2 * pause, 0.01)
             with contextlib.suppress(OSError):
                 folder.parent.rmdir()
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import fcntl
+import functools
 import glob
 import os
 import pwd
@@ -32,6 +33,7 @@ import signal
 import socket
 import sys
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,7 +72,7 @@ SITE_PATTERNS = ("lib/python3*/site-packages", "lib/python3*/dist-packages",
                  "local/lib/python3*/site-packages", "lib64/python3*/site-packages")
 
 
-def site_folders(paths: list[str]) -> list[str]:
+def site_folders(paths: Iterable[str]) -> list[str]:
     """The site-packages and dist-packages folders in or under ``paths`` (where an interpreter
     or a prefix keeps them: ``lib/python3.11/site-packages``, ``local/lib/python3/...``)."""
     found = set()
@@ -198,8 +200,9 @@ def kill_user_processes(uid: int) -> int:
 
 
 # -- in the keeper: namespaces -----------------------------------------------------------------
+@functools.cache
 def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(None, use_errno=True)
+    return ctypes.CDLL(None, use_errno=True)  # made once: each CDLL builds a class of its own
 
 
 def enter_namespaces(network: bool) -> str:
@@ -262,22 +265,25 @@ def _bind(source: str, target: Path, *, writable: bool = False) -> None:
         _mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY)
 
 
-def visible_paths() -> list[str]:
-    """The host paths a worker needs: the system's, and the interpreter's with its packages."""
+@functools.cache
+def visible_paths() -> tuple[str, ...]:
+    """The host paths a worker needs: the system's, and the interpreter's with its packages.
+    Worked out once per process, as ``packaged`` is (the zygote, before it forks)."""
     wanted = {*SYSTEM, sys.prefix, sys.base_prefix, os.path.dirname(sys.executable),
               *(p for p in sys.path if p)}
     found = []
     for path in sorted(wanted):
         if os.path.lexists(path):
             found.append(os.path.abspath(path))
-    return found
+    return tuple(found)
 
 
-def _folders_to_show() -> list[str]:
+@functools.cache
+def _folders_to_show() -> tuple[str, ...]:
     """``visible_paths()``'s real folders, less those inside another one: each is bound once."""
     folders = [p for p in visible_paths() if os.path.isdir(p) and not os.path.islink(p)]
-    return [p for p in folders
-            if not any(Path(p).is_relative_to(other) and p != other for other in folders)]
+    return tuple(p for p in folders
+                 if not any(Path(p).is_relative_to(other) and p != other for other in folders))
 
 
 def private_view(folder: str, scratch: int, packages: list[str] | None = None) -> None:

@@ -80,7 +80,8 @@ def preload(framework: str) -> None:
     for name in confine.PRELOAD[framework]:
         with contextlib.suppress(Exception):
             __import__(name)
-    if confine.PACKAGES[framework] is not None:  # once, not in every worker's init
+    confine.visible_paths()  # once, not in every worker's init
+    if confine.PACKAGES[framework] is not None:
         confine.packaged(tuple(confine.PACKAGES[framework]))
     if framework != "torch":
         return
