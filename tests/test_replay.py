@@ -51,6 +51,19 @@ def even_only(ctx, x):
     assume(x % 2 == 0)
 
 
+SEEN: list[tuple] = []  # what `global_generators` read from the global generators
+
+
+@EX.check(points=1, prop="Reads the global generators (an instructor's check might).")
+@given(x=st.integers(0, 1000))
+def global_generators(ctx, x):
+    import random
+
+    import numpy as np
+
+    SEEN.append((x, random.random(), float(np.random.rand()), random.getrandbits(64)))
+
+
 def run(name: str, *, limit: int = 10_000, stop: int | None = None, wide: bool = True):
     """Run the check ``name`` for a made-up student; its outcome and shown example."""
     check = next(c for c in EX.checks if c.name == name)
@@ -72,6 +85,7 @@ def key(name: str) -> tuple:
 def fresh():
     replay.forget()
     DRAWN.clear()
+    SEEN.clear()
     yield
     replay.forget()
 
@@ -82,6 +96,26 @@ def test_a_passing_check_is_replayed_without_drawing():
     assert key("at_most_the_limit") in replay._RECORDED and drawn > 5
     assert run("at_most_the_limit") == ("passed", {"x": DRAWN[-1]})
     assert len(DRAWN) == drawn  # nothing drawn the second time
+
+
+def test_a_replayed_example_reads_the_global_generators_as_a_drawn_one_does():
+    """Each example starts from the state Hypothesis seeds random's and NumPy's global
+    generators to, replayed or drawn; after the check they are as they were before it."""
+    import random
+
+    import numpy as np
+
+    random.seed(1234)
+    np.random.seed(1234)
+    before = (random.getstate(), np.random.get_state(legacy=False))
+    run("global_generators")
+    drawn = list(SEEN)
+    assert len(drawn) > 5 and len({values[1:] for values in drawn}) == 1  # seeded each time
+    SEEN.clear()
+    run("global_generators")  # replayed
+    assert SEEN == drawn
+    assert random.getstate() == before[0]
+    assert repr(np.random.get_state(legacy=False)) == repr(before[1])
 
 
 def test_a_failure_is_handed_to_hypothesis_and_shrunk_as_without_replay():

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .internals import deterministic_PRNG
+from .internals import deterministic_PRNG, reseed
 
 # What Hypothesis counts as a failing example (``hypothesis.core.failure_exceptions_to_catch``,
 # less pytest's own): anything else stops a check at once.
@@ -96,19 +96,21 @@ def replayed(key: tuple, inner: Callable[..., None], ctx: Any) -> bool | None:
     examples = _RECORDED.get(key)
     if examples is None:
         return None
-    for example in examples:
-        data = {name: DataObject(example.kwargs[name]) for name in example.data}
-        kwargs = {name: data.get(name) or copy.deepcopy(value)
-                  for name, value in example.kwargs.items()}
-        try:
-            with deterministic_PRNG():
+    with deterministic_PRNG():  # each example seeded as Hypothesis seeds it (reseed)
+        for index, example in enumerate(examples):
+            data = {name: DataObject(example.kwargs[name]) for name in example.data}
+            kwargs = {name: data.get(name) or copy.deepcopy(value)
+                      for name, value in example.kwargs.items()}
+            if index:
+                reseed()
+            try:
                 inner(ctx, **kwargs)
-        except Mismatch:
-            return None
-        except FAILURES:
-            return False
-        if not all(d.done for d in data.values()):
-            return None
+            except Mismatch:
+                return None
+            except FAILURES:
+                return False
+            if not all(d.done for d in data.values()):
+                return None
     return True
 
 
