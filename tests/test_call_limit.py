@@ -133,3 +133,64 @@ def test_the_clock_reads_its_own_process_and_nothing_once_it_is_gone():
     clock.close()
     assert clock.seconds() is None
     assert call_limit.Clock(busy.pid).seconds() is None  # nothing there to open
+
+
+# The red team's slow answer (rule off; the key's softmax as `_real`): on its first call, the student's code takes over the
+# worker's request loop, sends the first byte of its reply at once (its header padded so that
+# the frame's first byte is 0) and the rest after burning CPU well past the call's limit. The
+# grading process used to watch a call's limits only until the first byte, then read the rest
+# under the exercise's minute alone: slow code passed.
+TRICKLE = '''
+import gc, struct, sys, time
+import numpy as np
+
+def _zero_first(proto, message):
+    body = proto.encode(message)
+    rest, header_len, count = struct.unpack_from("<QQQ", body)
+    start = 24 + 8 * count
+    for pad in range(256):
+        if (rest + pad) % 256 == 0:
+            header = body[start:start + header_len] + b" " * pad
+            return (struct.pack("<QQQ", rest + pad, len(header), count)
+                    + body[24:start] + header + body[start + header_len:])
+
+def softmax(logits, axis=-1):
+    asker = next(o for o in gc.get_objects() if type(o).__name__ == "Asker")
+    proto = next(m for n, m in list(sys.modules.items())
+                 if n.endswith("protocol") and hasattr(m, "encode"))
+    request = {"op": "call", "id": asker.request,
+               "kwargs": {"args": [logits], "kwargs": {"axis": axis}}}
+    while True:
+        asker.sock.sendall(b"\\x00")
+        end = time.process_time() + BURN
+        while time.process_time() < end:
+            pass
+        try:
+            message = {"ok": True, "value": _real(*request["kwargs"]["args"],
+                                                  **request["kwargs"]["kwargs"])}
+        except ValueError as error:
+            message = {"ok": False, "error": {"type": "ValueError", "message": str(error),
+                       "value_error": True, "not_implemented": False, "bad_return": False,
+                       "where": [], "backward": False}}
+        if request.get("op") in ("exit", "hello"):
+            message = {"ok": True, "value": None}
+        asker.sock.sendall(_zero_first(proto, {**message, "id": request["id"]})[1:])
+        request = proto.recv(asker.sock)
+'''
+
+
+def test_a_reply_whose_first_byte_comes_early_is_held_to_the_calls_limits(tmp_path,
+                                                                           monkeypatch):
+    rule_off(monkeypatch)  # the take-over needs gc, sys and time
+    for burn, passes in ((0.0, True), (1.0, False)):
+        source = SOFTMAX.replace("def softmax(", "def _real(") + f"\nBURN = {burn}\n" + TRICKLE
+        sub = make_submission(tmp_path / f"s{burn}", {"softmax.py": source})
+        softmax = engine.grade_submission(sub, exercises=["softmax"], include_hidden=False,
+                                          limits=Limits(timeout=30, call=0.3)
+                                          ).exercises["softmax"]
+        if passes:  # the take-over itself answers right: only the time it takes is at stake
+            assert softmax.score == softmax.max_score, [c.feedback for c in softmax.checks]
+        else:
+            assert softmax.score == 0
+            assert all("used more than 0.3 s of CPU time" in c.feedback
+                       for c in softmax.checks), [c.feedback for c in softmax.checks]

@@ -68,7 +68,9 @@ def wait_for_reply(sock: socket.socket, deadline: float, limit: float,
     stopped, when it ran past ``limit`` CPU seconds since ``cpu_start`` (None: the worker was
     not there yet when the call began, so all of its CPU time counts), or past ``CALL_WALL``
     times that in wall seconds since ``began`` (when the call was sent: the proxies' answers it
-    waited for count); None once there is something to read or the deadline has come."""
+    waited for count); None once there is something to read or the deadline has come. Called
+    before each read of the reply (``protocol.recv``'s ``wait``): a reply whose first byte
+    comes early and the rest late is held to the same limits as one that comes late whole."""
     if limit <= 0:
         return None
     wall_end = began + CALL_WALL * limit
@@ -80,7 +82,8 @@ def wait_for_reply(sock: socket.socket, deadline: float, limit: float,
                 return None  # the exercise's limit: its own message
             return (f"one call took more than {CALL_WALL * limit:g} s and was stopped "
                     "(is it waiting for something that never comes?)")
-        if select.select([sock], [], [], min(left, STEP))[0]:
+        readable = bool(select.select([sock], [], [], min(left, STEP))[0])
+        if readable and now - began < STEP:  # a reply this quick used under a step
             return None
         used = cpu()
         if used is not None and cpu_start is None:  # a worker born during this call (its
@@ -88,3 +91,5 @@ def wait_for_reply(sock: socket.socket, deadline: float, limit: float,
         if used is not None and cpu_start is not None and used - cpu_start > limit:
             return (f"one call used more than {limit:g} s of CPU time and was stopped "
                     "(an infinite loop, or very slow code?)")
+        if readable:
+            return None

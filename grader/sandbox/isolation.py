@@ -242,12 +242,14 @@ class Sandbox:
         try:
             self._sock.settimeout(max(remaining, 1e-3))  # a stuck worker cannot block a send
             protocol.send(self._sock, {"op": op, "id": self._sequence, "kwargs": kwargs})
-            self._within_call_limits(start + remaining, cpu, start)
-            reply = protocol.recv(self._sock, start + remaining)
+
+            def within() -> None:  # before every read of the reply, its first byte to its last
+                self._within_call_limits(start + remaining, cpu, start)
+
+            reply = protocol.recv(self._sock, start + remaining, within)
             while self._is_question(reply):  # a proxy asks: its time is the student's
                 protocol.send(self._sock, {**self.answer(reply), "id": self._sequence})
-                self._within_call_limits(start + remaining, cpu, start)
-                reply = protocol.recv(self._sock, start + remaining)
+                reply = protocol.recv(self._sock, start + remaining, within)
             extra = self._pending()
         except TimeoutError:
             self.used = self.limits.timeout
