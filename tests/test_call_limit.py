@@ -137,9 +137,9 @@ def test_the_clock_reads_its_own_process_and_nothing_once_it_is_gone():
 
 # The red team's slow answer (rule off; the key's softmax as `_real`): on its first call, the student's code takes over the
 # worker's request loop, sends the first byte of its reply at once (its header padded so that
-# the frame's first byte is 0) and the rest after burning CPU well past the call's limit. The
-# grading process used to watch a call's limits only until the first byte, then read the rest
-# under the exercise's minute alone: slow code passed.
+# the frame's first byte is 0) and the rest after burning CPU well past the call's limit (on a
+# worker's first call). The grading process used to watch a call's limits only until the first
+# byte, then read the rest under the exercise's minute alone: this scored 14/14 (71d34a4).
 TRICKLE = '''
 import gc, struct, sys, time
 import numpy as np
@@ -160,11 +160,13 @@ def softmax(logits, axis=-1):
                  if n.endswith("protocol") and hasattr(m, "encode"))
     request = {"op": "call", "id": asker.request,
                "kwargs": {"args": [logits], "kwargs": {"axis": axis}}}
+    first = True
     while True:
         asker.sock.sendall(b"\\x00")
-        end = time.process_time() + BURN
+        end = time.process_time() + (BURN if first else 0.0)  # the worker's first call only
         while time.process_time() < end:
             pass
+        first = False
         try:
             message = {"ok": True, "value": _real(*request["kwargs"]["args"],
                                                   **request["kwargs"]["kwargs"])}
