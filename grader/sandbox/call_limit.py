@@ -27,11 +27,11 @@ def cpu_seconds(pid: int | None) -> float | None:
     when it cannot be read."""
     if pid is None:
         return None
-    with contextlib.suppress(OSError, ValueError, IndexError):
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            fields = handle.read().rsplit(b")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / _TICK
-    return None
+    clock = Clock(pid)
+    try:
+        return clock.seconds()
+    finally:
+        clock.close()
 
 
 class Clock:

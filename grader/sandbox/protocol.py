@@ -147,7 +147,8 @@ def recv(sock: socket.socket, deadline: float | None = None,
     if start > rest:
         raise ProtocolError("truncated message")
     sizes = struct.unpack_from(f"<{count}Q", data, 16)
-    if start + header_len + sum(sizes) != rest or header_len + sum(sizes) > MAX_MESSAGE_BYTES:
+    body = header_len + sum(sizes)
+    if start + body != rest or body > MAX_MESSAGE_BYTES:
         raise ProtocolError("the lengths in the message do not add up")
     try:
         tree = json.loads(data[start:start + header_len].tobytes())
