@@ -157,3 +157,52 @@ def test_lanes_leave_no_group_behind(tmp_path):
                             exercises=["softmax", "attention", "mha"], jobs=3)
     left = [g for g in groups() - before if not alive(int(g.name[1:]))]
     assert not left
+
+
+def test_the_longest_exercise_starts_first_and_each_lane_is_timed(monkeypatch):
+    """Each lane's seconds are noted; the next run starts the longest first (those never timed
+    after, in the order asked), and the results come back in the order asked all the same."""
+    monkeypatch.setattr(lanes, "_SECONDS", {})
+    forked: list[str] = []
+    fork = lanes._fork
+
+    def noting(name, grade):
+        forked.append(name)
+        return fork(name, grade)
+
+    monkeypatch.setattr(lanes, "_fork", noting)
+
+    def grade(name: str) -> Result:
+        time.sleep({"slow": 0.3, "quick": 0.0}.get(name, 0.1))
+        return Result(name, os.getpid())
+
+    found = lanes.graded(["quick", "slow", "new"], grade, 2, rebuild)
+    assert forked == ["quick", "slow", "new"]  # nothing timed yet: the order asked
+    assert list(found) == ["quick", "slow", "new"]
+    assert set(lanes._SECONDS) == {"quick", "slow", "new"}
+    assert lanes._SECONDS["slow"] >= 0.3 and lanes._SECONDS["slow"] > lanes._SECONDS["quick"]
+    lanes._SECONDS.pop("new")
+    assert lanes.longest_first(["quick", "new", "slow", "other"]) == [
+        "slow", "quick", "new", "other"]
+    forked.clear()
+    found = lanes.graded(["quick", "new", "slow"], grade, 2, rebuild)
+    assert forked == ["slow", "quick", "new"]
+    assert list(found) == ["quick", "new", "slow"]
+
+
+def test_the_seconds_are_kept_for_the_next_run_and_a_bad_file_is_ignored(tmp_path,
+                                                                          monkeypatch):
+    path = tmp_path / "lanes.json"
+    monkeypatch.setattr(lanes, "_SECONDS", {"softmax": 0.25, "flash": 1.5})
+    lanes.save_seconds(path)
+    assert path.stat().st_mode & 0o777 == 0o600
+    monkeypatch.setattr(lanes, "_SECONDS", {})
+    lanes.load_seconds(path)
+    assert lanes._SECONDS == {"flash": 1.5, "softmax": 0.25}
+    for text in ("not json", "[1, 2]", '{"a": "slow", "b": -1, "c": NaN, "d": true}'):
+        monkeypatch.setattr(lanes, "_SECONDS", {})
+        path.write_text(text)
+        lanes.load_seconds(path)
+        assert lanes._SECONDS == {}
+    lanes.load_seconds(tmp_path / "missing.json")
+    assert lanes._SECONDS == {}

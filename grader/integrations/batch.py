@@ -29,6 +29,7 @@ from ..core import engine, lanes
 from ..core.course import EXERCISES_BY_NAME, Course, load, number
 from ..sandbox import cgroups, isolation
 from ..sandbox.isolation import Limits
+from ..sandbox.zygote import huge_pages
 from . import inert, report
 
 
@@ -90,7 +91,7 @@ def preload(course: Course | None = None, key_folder: Path | None = None) -> Non
     grader asks for its workers, import the checks, and grade the answer key once (the graders,
     forked after it, start with the key's modules imported and Hypothesis's strategies and
     torch's kernels warm; grading is seeded, so what it warms changes no result)."""
-    isolation.start_zygote()
+    isolation.start_zygote(many=True)
     EXERCISES_BY_NAME()
     if course is not None and key_folder is not None and Path(key_folder).is_dir():
         with contextlib.suppress(Exception):
@@ -175,6 +176,7 @@ def run(
     jobs = max(1, jobs or os.cpu_count() or 1)
     preload(course, key_folder)
     gc.freeze()  # the graders only read what is loaded now: no collection copies its pages
+    huge_pages()  # each grader a fork of it: a third of the fork's cost (zygote.huge_pages)
     cgroups.sweep()
     if key_folder is not None and Path(key_folder).is_dir():
         engine.protect_key(Path(key_folder))

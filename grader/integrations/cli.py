@@ -40,6 +40,7 @@ def _grade(args: argparse.Namespace) -> int:
     from . import report
 
     replay.load_cache()  # the examples a previous run drew (grader/core/replay.py)
+    lanes.load_seconds()  # how long each exercise took: the longest start first
     try:
         course = load(args.course)
         course.exercises()  # the checks imported, and with them all that grading reads:
@@ -63,6 +64,7 @@ def _grade(args: argparse.Namespace) -> int:
                 handle.write("\n")
         return 2
     replay.save_cache()
+    lanes.save_seconds()
     print(report.render(result, show_output=args.show_output))
     if args.json:
         report.dump_json(result, args.json)

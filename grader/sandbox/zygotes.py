@@ -28,7 +28,7 @@ class Zygote:
     """The clean process every worker of one framework is forked from; one per framework and
     grading run, shared by the processes a batch forks (each connects on its own)."""
 
-    def __init__(self, framework: str = "torch") -> None:
+    def __init__(self, framework: str = "torch", many: bool = False) -> None:
         if framework not in FRAMEWORKS:
             raise ValueError(f"no zygote for framework {framework!r}")
         self.framework = framework
@@ -45,7 +45,8 @@ class Zygote:
                **{k: v for k, v in os.environ.items()
                   if k in ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH") or k.startswith("NVIDIA_")}}
         self.process = subprocess.Popen(
-            [sys.executable, "-I", "-c", BOOT, self.path, framework], stdin=subprocess.PIPE,
+            [sys.executable, "-I", "-c", BOOT, self.path, framework, "many" if many else ""],
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=self.log, cwd="/", env=env,
         )
         assert self.process.stdin is not None
@@ -132,14 +133,14 @@ def _mount_namespace() -> str:
     return ""
 
 
-def zygote(framework: str = "torch") -> Zygote:
-    """This run's zygote for ``framework``, started on first use. A forked child shares its
-    parent's, unless it has since entered a mount namespace of its own (to hide a course
-    folder, say): workers must see what their grading process sees, not what its parent
-    saw."""
+def zygote(framework: str = "torch", many: bool = False) -> Zygote:
+    """This run's zygote for ``framework``, started on first use (``many``: it will fork a
+    class's workers, ``zygote.huge_pages``). A forked child shares its parent's, unless it has
+    since entered a mount namespace of its own (to hide a course folder, say): workers must
+    see what their grading process sees, not what its parent saw."""
     found = _ZYGOTES.get(framework)
     if found is None or not found.alive() or found.mounts != _mount_namespace():
-        found = _ZYGOTES[framework] = Zygote(framework)
+        found = _ZYGOTES[framework] = Zygote(framework, many)
         atexit.register(found.close)
     return found
 
@@ -151,9 +152,9 @@ def ready(framework: str) -> bool:
     return found is None or not found.alive() or found.is_ready()
 
 
-def start_zygote(frameworks: set[str] | None = None) -> None:
+def start_zygote(frameworks: set[str] | None = None, many: bool = False) -> None:
     """Start the zygotes now (those of ``frameworks``, or all), so their imports overlap with
-    the grading process's own."""
+    the grading process's own; ``many``: they will fork a class's workers."""
     for framework in FRAMEWORKS:
         if frameworks is None or framework in frameworks:
-            zygote(framework)
+            zygote(framework, many)
