@@ -135,11 +135,12 @@ def test_the_clock_reads_its_own_process_and_nothing_once_it_is_gone():
     assert call_limit.Clock(busy.pid).seconds() is None  # nothing there to open
 
 
-# The red team's slow answer (rule off; the key's softmax as `_real`): on its first call, the student's code takes over the
-# worker's request loop, sends the first byte of its reply at once (its header padded so that
-# the frame's first byte is 0) and the rest after burning CPU well past the call's limit (on a
-# worker's first call). The grading process used to watch a call's limits only until the first
-# byte, then read the rest under the exercise's minute alone: this scored 14/14 (71d34a4).
+# The red team's slow answer (rule off; the key's softmax as `_real`): on its first call, the
+# student's code takes over the worker's request loop, sends the first byte of its reply at once
+# (its header padded so that the frame's first byte is 0) and the rest after burning CPU well past
+# the call's limit (on a worker's first call). The grading process used to watch a call's limits
+# only until the first byte, then read the rest under the exercise's minute alone: this scored
+# 14/14 (71d34a4).
 TRICKLE = '''
 import gc, struct, sys, time
 import numpy as np

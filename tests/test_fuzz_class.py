@@ -237,8 +237,9 @@ def test_any_error_report_from_a_worker_is_shown_as_valid_text(info):
         text.encode("utf-8")  # no lone surrogate survives to a file
 
 
+# each one Sandbox.request turns into "the worker sent a malformed reply"
 HANDLED = (EOFError, OSError, protocol.ProtocolError, ValueError, TypeError, OverflowError,
-           RecursionError)  # each one Sandbox.request turns into "the worker sent a malformed reply"
+           RecursionError)
 
 
 def _received(data: bytes):

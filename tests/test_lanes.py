@@ -206,3 +206,9 @@ def test_the_seconds_are_kept_for_the_next_run_and_a_bad_file_is_ignored(tmp_pat
         assert lanes._SECONDS == {}
     lanes.load_seconds(tmp_path / "missing.json")
     assert lanes._SECONDS == {}
+
+
+@pytest.mark.parametrize(("cpus", "expected"), [(1, 1), (2, 3), (3, 4), (16, 4)])
+def test_grade_runs_one_lane_more_than_the_cpus_at_most_four(monkeypatch, cpus, expected):
+    monkeypatch.setattr(lanes, "usable_cpus", lambda: cpus)
+    assert lanes.default_lanes() == expected

@@ -94,6 +94,14 @@ def usable_cpus() -> int:
     return os.cpu_count() or 1
 
 
+def default_lanes() -> int:
+    """``grade``'s lanes: one more than the usable CPUs, at most four (one CPU: one lane). A
+    lane waits while its workers start and stop, and a third lane fills those waits: on 2
+    cores, the whole key 3.66 s against 3.81 s with two (four runs each, alternated)."""
+    cpus = usable_cpus()
+    return 1 if cpus <= 1 else min(4, cpus + 1)
+
+
 def graded(names: list[str], grade: Callable[[str], Any], lanes: int,
            rebuild: Callable[[dict[str, Any]], Any],
            ready: Callable[[str], bool] = lambda name: True) -> dict[str, Any]:

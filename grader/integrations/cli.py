@@ -51,7 +51,7 @@ def _grade(args: argparse.Namespace) -> int:
             key_folder=None if args.no_key else engine.DEFAULT_KEY,
             limits=_limits(args),
             exercises=args.exercise or None,
-            jobs=args.jobs if args.jobs is not None else min(4, lanes.usable_cpus()),
+            jobs=args.jobs if args.jobs is not None else lanes.default_lanes(),
         )
     except (engine.BadSubmission, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
@@ -335,7 +335,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="show what the submission printed (instructor view)")
     grade.add_argument("--jobs", type=int, default=None,
                        help="exercises graded at once, each in a grading process of its own "
-                            "(default: the number of CPUs, at most 4; the report is the same)")
+                            "(default: one more than the CPUs, at most 4; the report is the same)")
     grade.set_defaults(func=_grade)
 
     many = sub.add_parser("batch", parents=[common],
