@@ -147,14 +147,13 @@ def huge_pages() -> int:
     """Put this process's anonymous memory (the heap and the interpreter's arenas) into 2 MiB
     pages where the kernel can, and return the bytes collapsed (0 where it cannot).
 
-    A fork copies the page tables of its parent's anonymous memory, and an exit frees them: a
-    fork of a torch zygote (three per worker) or of a batch's grading process costs the kernel
-    more than anything the child then does, and mostly on those tables. In 2 MiB pages, a fork
-    copies one entry where it copied 512: a torch worker's start and stop took 26 ms of CPU
-    instead of 43-50, and a fork of the batch's grading process 4 ms instead of 12. What a
-    child then writes is copied 4 KiB at a time, as before. The collapse itself copies the
-    memory once (0.2 s for torch's 130 MiB), so it pays only where many forks follow: a
-    batch, not one `grade`."""
+    A fork copies the page tables of its parent's anonymous memory, and an exit frees them:
+    most of what a fork of a torch zygote (three per worker) or of a batch's grading process
+    costs the kernel. In 2 MiB pages, a fork copies one entry where it copied 512: a torch
+    worker's start and stop took 26 ms of CPU instead of 43-50, and a fork of the batch's
+    grading process 4 ms instead of 12. What a child then writes is copied 4 KiB at a time, as
+    before. The collapse itself copies the memory once (0.2 s for torch's 130 MiB), so it pays
+    only where many forks follow: a batch, not one `grade`."""
     import ctypes
 
     try:
