@@ -71,3 +71,14 @@ def test_a_batch_asks_for_zygotes_for_a_class(monkeypatch):
     monkeypatch.setattr(batch.isolation, "start_zygote", lambda *a, **k: asked.append(k))
     batch.preload()
     assert asked == [{"many": True}]
+
+
+def test_the_bench_times_workers_from_both_zygotes_and_puts_the_run_s_back(capsys):
+    from grader.integrations import bench
+    from grader.sandbox import zygotes
+
+    before = zygotes._ZYGOTES.get("torch")
+    figures = bench.fork_cost(workers=3, rounds=1)
+    assert set(figures) == {"huge", "plain"} and all(ms > 0 for ms in figures.values())
+    assert zygotes._ZYGOTES.get("torch") is before
+    assert "a torch worker's start and stop" in capsys.readouterr().out

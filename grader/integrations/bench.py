@@ -22,6 +22,10 @@ of the batch's wall time. Target: under 5%. Then what ``--report`` adds to compa
 of the class's files (``similarity.compare``, each file made distinct first, so that none is
 fingerprinted or compared once for two), as a share of the batch's wall time. Target: under 10%.
 
+Before the class, ``fork_cost``: a torch worker's start and stop, in CPU, from a zygote in
+2 MiB pages (a batch's) and from one in 4 KiB pages (one `grade`'s): what ``zygote.huge_pages``
+saves each of a class's workers.
+
 And ``neighbours``: how much longer an honest student's grading takes beside a student whose
 code keeps every core busy (past the source rule), with the workers' cgroups and without.
 Target: under 1.5x with cgroups.
@@ -169,6 +173,39 @@ def neighbours(jobs: int = 2) -> dict[str, float]:
     if "beside_without_cgroups" in figures:
         print(f"the same without cgroups:                {figures['beside_without_cgroups']:6.1f}"
               f" s, {figures['beside_without_cgroups'] / figures['alone']:.2f}x")
+    return figures
+
+
+def fork_cost(workers: int = 30, rounds: int = 3) -> dict[str, float]:
+    """Milliseconds of machine CPU (``_cpu``) for a torch worker's start, hello and stop, from
+    a zygote in 2 MiB pages (what a batch starts, ``zygote.huge_pages``) and from one in 4 KiB
+    pages (what one `grade` starts), ``workers`` at a time, alternated for ``rounds``."""
+    from ..sandbox import zygotes
+    from ..sandbox.isolation import Sandbox
+
+    spent = {"huge": 0.0, "plain": 0.0}
+    saved = zygotes._ZYGOTES.get("torch")
+    with tempfile.TemporaryDirectory(prefix="attention-kit-bench-") as tmp:
+        os.chmod(tmp, 0o755)  # as a grading run's copy: the workers' user may read it
+        folder = core_submission(Path(tmp) / "one")
+        try:
+            for _ in range(rounds):
+                for kind in spent:
+                    zygote = zygotes._ZYGOTES["torch"] = zygotes.Zygote("torch", kind == "huge")
+                    zygote.wait_ready()
+                    before = _cpu()
+                    for _ in range(workers):
+                        with Sandbox(folder, "mha", framework="torch") as sandbox:
+                            sandbox.request("hello")
+                    spent[kind] += _cpu() - before
+                    zygote.close()
+        finally:
+            zygotes._ZYGOTES.pop("torch", None)
+            if saved is not None:
+                zygotes._ZYGOTES["torch"] = saved
+    figures = {kind: 1000 * total / (workers * rounds) for kind, total in spent.items()}
+    print(f"a torch worker's start and stop: {figures['huge']:5.1f} ms of CPU from a batch's "
+          f"zygote (2 MiB pages), {figures['plain']:5.1f} ms from one `grade`'s")
     return figures
 
 
@@ -430,6 +467,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"{other[1]:.2f}x (measured in this run)")
     if args.neighbours:
         neighbours(args.jobs)
+    if args.class_size:
+        fork_cost()
     if args.notebooks:
         notebook_class(args.notebooks, args.jobs, min(args.plain_notebooks, args.notebooks))
     if args.class_size:
