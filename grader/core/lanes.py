@@ -79,12 +79,7 @@ def save_seconds(path: Path = SECONDS) -> None:
     if not _SECONDS:
         return
     with contextlib.suppress(OSError):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(f".{path.name}.{os.getpid()}")
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as handle:
-            json.dump(dict(sorted(_SECONDS.items())), handle)
-        os.replace(temporary, path)
+        replay.write_private(path, json.dumps(dict(sorted(_SECONDS.items()))).encode())
 
 
 def usable_cpus() -> int:

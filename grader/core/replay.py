@@ -238,15 +238,20 @@ def save_cache() -> None:
     known = named()
     if len(known) <= _SAVED[0]:
         return
-    path = cache_file()
     with contextlib.suppress(OSError, pickle.PicklingError, TypeError, AttributeError):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(f".{path.name}.{os.getpid()}")
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as handle:
-            pickle.dump(known, handle, protocol=5)
-        os.replace(temporary, path)
+        write_private(cache_file(), pickle.dumps(known, protocol=5))
         _SAVED[0] = len(known)
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` as the grading user's own file (0600), whole or not at all
+    (a temporary file beside it, then renamed); OSError where it cannot."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+    os.replace(temporary, path)
 
 
 def load_cache() -> None:

@@ -157,8 +157,7 @@ def huge_pages() -> int:
     import ctypes
 
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        madvise = libc.madvise
+        madvise = confine._libc().madvise
         madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
         with open("/proc/self/maps") as handle:
             lines = handle.read().splitlines()
