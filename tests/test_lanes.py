@@ -38,8 +38,25 @@ def test_results_come_back_by_name_in_the_order_asked():
     found = lanes.graded(["c", "a", "b"], lambda name: Result(name, os.getpid()), 2, rebuild)
     assert list(found) == ["c", "a", "b"]
     assert [r.name for r in found.values()] == ["c", "a", "b"]
-    assert all(r.pid != parent for r in found.values())  # each graded in a lane of its own
-    assert len({r.pid for r in found.values()}) == 3
+    assert all(r.pid != parent for r in found.values())  # each graded in a lane
+    assert len({r.pid for r in found.values()}) == 2  # two lanes: one of them graded two
+
+
+def test_a_lane_grades_one_exercise_after_another():
+    """A lane is forked once and then sent names: with two lanes, five exercises take two
+    forks, and a lane's second exercise finds what its first left in the process."""
+    def grade(name: str) -> Result:
+        seen = list(GRADED)
+        GRADED.append(name)
+        return Result(name, os.getpid(), [{"before": seen}])
+
+    found = lanes.graded(["a", "b", "c", "d", "e"], grade, 2, rebuild)
+    assert len({r.pid for r in found.values()}) == 2
+    assert any(r.checks[0]["before"] for r in found.values())
+    assert not GRADED  # graded in the lanes, not here
+
+
+GRADED: list[str] = []
 
 
 def test_one_lane_grades_here():
@@ -163,14 +180,14 @@ def test_the_longest_exercise_starts_first_and_each_lane_is_timed(monkeypatch):
     """Each lane's seconds are noted; the next run starts the longest first (those never timed
     after, in the order asked), and the results come back in the order asked all the same."""
     monkeypatch.setattr(lanes, "_SECONDS", {})
-    forked: list[str] = []
-    fork = lanes._fork
+    forked: list[str] = []  # the order in which the lanes were given the names
+    send = lanes._send
 
-    def noting(name, grade):
+    def noting(lane, name):
         forked.append(name)
-        return fork(name, grade)
+        return send(lane, name)
 
-    monkeypatch.setattr(lanes, "_fork", noting)
+    monkeypatch.setattr(lanes, "_send", noting)
 
     def grade(name: str) -> Result:
         time.sleep({"slow": 0.3, "quick": 0.0}.get(name, 0.1))

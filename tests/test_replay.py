@@ -182,8 +182,11 @@ def test_the_command_keeps_its_recordings_and_reads_them_back(tmp_path, monkeypa
     engine.grade_submission(KIT / "solutions", exercises=["softmax", "masks"])
     recorded = dict(replay._RECORDED)
     assert len(recorded) >= 10
+    earlier = tmp_path / "replay" / "0123456789abcdef.pickle"  # an earlier kit's: never read
+    earlier.parent.mkdir()
+    earlier.write_bytes(b"recorded by an earlier version of the kit")
     replay.save_cache()
-    (path,) = (tmp_path / "replay").iterdir()
+    (path,) = (tmp_path / "replay").iterdir()  # this kit's, in place of the earlier one
     assert path.stat().st_mode & 0o777 == 0o600
     replay.forget()
     replay.load_cache()
@@ -264,3 +267,34 @@ def test_code_that_answers_differently_fails_whatever_was_recorded(recorded):
     with pytest.raises(Flaky):
         check.run(ctx, examples=20)
     assert "x" in ctx.example
+
+
+def test_flashs_reference_at_t_2048_is_computed_once_and_kept_with_the_examples(tmp_path,
+                                                                                monkeypatch):
+    """The memory check's float64 attention at T = 2048 (a quarter of a second) is computed by
+    the first run, then read back: by a later grade in the same process, and by the next
+    command from the kit's cache; the grade is the same each time."""
+    from grader.problems import flash
+
+    monkeypatch.setattr(replay, "CACHE", tmp_path / "replay")
+    replay.forget()
+    computed = []
+    sdpa = flash.torch_sdpa
+
+    def counting(case):
+        computed.append(case.q.shape[-2])
+        return sdpa(case)
+
+    monkeypatch.setattr(flash, "torch_sdpa", counting)
+    scores = []
+    for run in range(3):
+        if run == 2:  # the next command: what the cache holds, nothing else
+            replay.save_cache()
+            replay.forget()
+            replay.load_cache()
+        computed.clear()
+        result = engine.grade_submission(KIT / "solutions", exercises=["flash"])
+        scores.append(json.dumps(report.to_json(result), sort_keys=True))
+        assert computed.count(flash.MEMORY_T) == (2 if run == 0 else 0)
+    assert result.bonus_score == result.bonus_max_score
+    assert scores[0] == scores[1] == scores[2]

@@ -1,13 +1,15 @@
-"""Grading one submission's exercises side by side, each in a grading process of its own.
+"""Grading one submission's exercises side by side, in grading processes of their own.
 
-A grading process spends most of an exercise waiting: it sends an example, the worker answers,
+A grading process spends much of an exercise waiting: it sends an example, the worker answers,
 it compares, it sends the next. On a machine with two or more cores, two exercises graded at
-once take little longer than one. ``graded`` forks one child of the grading process per
-exercise (at most ``lanes`` at a time); each grades its exercise exactly as the grading process
-would have (``grade_exercise``: its own workers, from the same zygotes), and sends back, over a
-pipe only it and its parent hold, the result and the examples it recorded (``replay``) for the
-next run. The results are put back in the course's order, so the report is the same, byte for
-byte, as one graded an exercise after another.
+once take little longer than one. ``graded`` forks ``lanes`` children of the grading process
+and sends each the name of an exercise, and another when it is done (a fork costs every page
+of the parent that the child then writes, so once per lane rather than once per exercise);
+each grades its exercise exactly as the grading process would have (``grade_exercise``: its
+own workers, from the same zygotes), and sends back, over a pipe only it and its parent hold,
+the result and the examples it recorded (``replay``) for the next run. The results are put
+back in the course's order, so the report is the same, byte for byte, as one graded an
+exercise after another.
 
 The children run the kit's code only: the student's code stays in the workers, which the
 zygotes fork and which hold none of these pipes. A child that fails (the kit's own error, a
@@ -97,15 +99,28 @@ def default_lanes() -> int:
     return 1 if cpus <= 1 else min(4, cpus + 1)
 
 
+@dataclasses.dataclass
+class _Lane:
+    """A forked grading process that grades the exercises it is sent, one after another."""
+
+    pid: int
+    names: int  # the write end of the pipe that sends it names
+    results: int  # the read end of the pipe its results come back on
+    name: str | None = None  # the exercise it is grading
+    started: float = 0.0
+    data: bytearray = dataclasses.field(default_factory=bytearray)
+
+
 def graded(names: list[str], grade: Callable[[str], Any], lanes: int,
            rebuild: Callable[[dict[str, Any]], Any],
            ready: Callable[[str], bool] = lambda name: True) -> dict[str, Any]:
-    """``grade(name)`` for each of ``names``, ``lanes`` at a time, each in a forked child;
-    returns the results by name. ``rebuild`` makes a result again from its fields
-    (``dataclasses.asdict``). With one lane, or one name, it grades here, one after another.
-    A free lane takes the first name that is ``ready`` (its zygote done with its imports), so
-    that no lane waits for torch while a NumPy exercise could be graded, the longest first
-    (``longest_first``)."""
+    """``grade(name)`` for each of ``names``, ``lanes`` at a time, in forked children that
+    each grade one exercise after another (a fork costs every page the child then writes:
+    one per lane, not one per exercise); returns the results by name. ``rebuild`` makes a
+    result again from its fields (``dataclasses.asdict``). With one lane, or one name, it
+    grades here, one after another. A free lane takes the first name that is ``ready`` (its
+    zygote done with its imports), so that no lane waits for torch while a NumPy exercise
+    could be graded, the longest first (``longest_first``)."""
     if lanes <= 1 or len(names) <= 1:
         return {name: grade(name) for name in names}
     # The objects made so far are the parent's, and a child only reads them: kept out of the
@@ -113,49 +128,80 @@ def graded(names: list[str], grade: Callable[[str], Any], lanes: int,
     # every child.
     gc.freeze()
     results: dict[str, Any] = {}
-    again: list[str] = []  # the children that failed: graded here, after the others
+    again: list[str] = []  # the names whose lane failed: graded here, after the others
     pending = list(reversed(longest_first(names)))
-    running: dict[int, tuple[str, int, list[bytes]]] = {}  # read end -> (name, pid, chunks)
-    started: dict[str, float] = {}
+    running: list[_Lane] = []
     try:
-        while pending or running:
-            while pending and len(running) < lanes:
+        while pending or any(lane.name for lane in running):
+            while pending:
+                idle = next((lane for lane in running if lane.name is None), None)
+                if idle is None and len(running) >= lanes:
+                    break
                 name = next((n for n in reversed(pending) if ready(n)), None)
-                if name is None and running:
+                busy = any(lane.name for lane in running)
+                if name is None and busy:
                     break  # nothing can start yet: look again in a moment
                 name = name or pending[-1]  # nothing else to do: the lane waits, not us
                 pending.remove(name)
-                started[name] = time.monotonic()
-                read_end, pid = _fork(name, grade)
-                running[read_end] = (name, pid, [])
-            waiting = pending and len(running) < lanes
-            done, _, _ = select.select(list(running), [], [], 0.05 if waiting else None)
+                lane = idle or _start(grade, running)
+                if idle is None:
+                    running.append(lane)
+                try:
+                    _send(lane, name)
+                except OSError:  # the lane is gone (killed from outside): graded here
+                    again.append(name)
+                    lane.name = None
+                    _stop(lane, kill=True)
+                    running.remove(lane)
+            waiting = pending and (len(running) < lanes
+                                   or any(lane.name is None for lane in running))
+            busy = {lane.results: lane for lane in running if lane.name}
+            done, _, _ = select.select(list(busy), [], [], 0.05 if waiting else None)
             for read_end in done:
-                name, pid, chunks = running[read_end]
+                lane = busy[read_end]
                 chunk = os.read(read_end, 1 << 20)
-                if chunk:
-                    chunks.append(chunk)
+                lane.data += chunk
+                size = int.from_bytes(lane.data[:8], "little") if len(lane.data) >= 8 else -1
+                if chunk and (size < 0 or len(lane.data) < 8 + size):
                     continue
-                del running[read_end]
-                os.close(read_end)
-                _, status = os.waitpid(pid, 0)
-                _SECONDS[name] = round(time.monotonic() - started[name], 3)
-                found = _read(b"".join(chunks)) if status == 0 else None
+                name, lane.name = lane.name, None
+                assert name is not None
+                _SECONDS[name] = round(time.monotonic() - lane.started, 3)
+                found = _read(bytes(lane.data[8:8 + size])) if chunk else None
+                if not chunk:  # the lane died: its exercise is graded here
+                    _stop(lane)
+                    running.remove(lane)
                 if found is None:
                     again.append(name)
                     continue
                 results[name] = rebuild(found["result"])
                 replay.adopt(found["recordings"])
     finally:
-        for read_end, (_, pid, _) in running.items():  # interrupted: no child outlives us
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-            os.close(read_end)
+        for lane in running:  # done, or interrupted: no child outlives us
+            _stop(lane, kill=bool(lane.name))
     cgroups.sweep()  # the groups of a lane that ended before it could remove them
     for name in again:
         results[name] = grade(name)
     return {name: results[name] for name in names}
+
+
+def _send(lane: _Lane, name: str) -> None:
+    """Give ``lane`` the exercise ``name`` to grade next."""
+    lane.name, lane.started, lane.data = name, time.monotonic(), bytearray()
+    os.write(lane.names, name.encode() + b"\n")
+
+
+def _stop(lane: _Lane, *, kill: bool = False) -> None:
+    """End a lane: no more names (it finishes and exits), or killed (``kill``)."""
+    with contextlib.suppress(OSError):
+        os.close(lane.names)
+    if kill:
+        with contextlib.suppress(OSError):
+            os.kill(lane.pid, signal.SIGKILL)
+    with contextlib.suppress(OSError):
+        os.waitpid(lane.pid, 0)
+    with contextlib.suppress(OSError):
+        os.close(lane.results)
 
 
 def follow_parent(parent: int) -> None:
@@ -167,26 +213,35 @@ def follow_parent(parent: int) -> None:
         os._exit(1)
 
 
-def _fork(name: str, grade: Callable[[str], Any]) -> tuple[int, int]:
+def _start(grade: Callable[[str], Any], others: list[_Lane]) -> _Lane:
+    """Fork a lane: it reads names, one per line, and answers each with its result and the
+    examples it recorded meanwhile (a length, then the pickle), until there are no more
+    (``others``: the lanes already running, whose pipes it must not hold)."""
     parent = os.getpid()
-    read_end, write_end = os.pipe()
+    names_read, names_write = os.pipe()
+    results_read, results_write = os.pipe()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
     pid = os.fork()
     if pid:
-        os.close(write_end)
-        return read_end, pid
+        os.close(names_read)
+        os.close(results_write)
+        return _Lane(pid, names_write, results_read)
     code = 1
-    try:  # the child: grades one exercise, never returns into the parent's loop
+    try:  # the child: grades what it is sent, never returns into the parent's loop
         follow_parent(parent)
-        os.close(read_end)
-        before = replay.recorded()
-        result = grade(name)
-        payload = {_RESULT: dataclasses.asdict(result),
-                   "recordings": replay.named(replay.recorded() - before)}
-        with os.fdopen(write_end, "wb") as pipe:
-            pickle.dump(payload, pipe, protocol=5)
+        for fd in [names_write, results_read, *(f for o in others for f in (o.names, o.results))]:
+            os.close(fd)  # another lane's names: held here, that lane would never see their end
+        with os.fdopen(names_read, "rb") as asked, os.fdopen(results_write, "wb") as out:
+            for line in asked:
+                before = replay.recorded()
+                result = grade(line.decode().strip())
+                payload = pickle.dumps(
+                    {_RESULT: dataclasses.asdict(result),
+                     "recordings": replay.named(replay.recorded() - before)}, protocol=5)
+                out.write(len(payload).to_bytes(8, "little") + payload)
+                out.flush()
         code = 0
     except BaseException:  # the kit's own failure: the parent grades the exercise again
         code = 1

@@ -165,6 +165,15 @@ def _recording_draws(data: Any) -> list[tuple[Any, str, Any]]:
     return draws
 
 
+def kept(key: tuple, compute: Callable[[], Any]) -> Any:
+    """``compute()``, computed once and kept with the recordings under ``key`` (its first item
+    the check's function, so the cache keeps it too): a reference answer that takes long to
+    compute and depends on nothing but the kit (flash's at T = 2048)."""
+    if key not in _RECORDED:
+        _RECORDED[key] = compute()
+    return _RECORDED[key]
+
+
 def forget() -> None:
     """Drop every recording (for tests that compare a replayed run with a drawn one)."""
     _RECORDED.clear()
@@ -239,8 +248,12 @@ def save_cache() -> None:
     if len(known) <= _SAVED[0]:
         return
     with contextlib.suppress(OSError, pickle.PicklingError, TypeError, AttributeError):
-        write_private(cache_file(), pickle.dumps(known, protocol=5))
+        path = cache_file()
+        write_private(path, pickle.dumps(known, protocol=5))
         _SAVED[0] = len(known)
+        for old in path.parent.glob("*.pickle"):  # an earlier kit's (or library's): never read
+            if old != path and old.stat().st_uid == os.geteuid():
+                old.unlink()
 
 
 def write_private(path: Path, data: bytes) -> None:
