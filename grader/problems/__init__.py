@@ -12,12 +12,16 @@ import importlib
 import pkgutil
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ..core.exercise import Exercise
+if TYPE_CHECKING:  # imported where used: ``frameworks`` runs before Hypothesis is imported
+    from ..core.exercise import Exercise
 
 
 def discover() -> dict[str, Exercise]:
     """Every exercise module's ``EX``, by name, in alphabetical order of the module."""
+    from ..core.exercise import Exercise
+
     found: dict[str, Exercise] = {}
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
         if info.name.startswith("_"):
