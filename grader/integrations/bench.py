@@ -397,25 +397,30 @@ def notebook_class(size: int = 200, jobs: int = 2, plain: int = 4) -> dict[str, 
             for student in students[:plain]:
                 shutil.copytree(courses["class"] / "submitted" / student,
                                 courses[name] / "submitted" / student)
-        plain_wall, plain_cpu = _timed([*nbgrader_cli, "autograde", "attention"],
-                                       courses["plain"], env)
-        small_wall, small_cpu = _timed([*isolated, str(courses["isolated"])], Path(tmp), env)
+        if plain > 0:  # --plain-notebooks 0: the class alone
+            plain_wall, plain_cpu = _timed([*nbgrader_cli, "autograde", "attention"],
+                                           courses["plain"], env)
+            small_wall, small_cpu = _timed([*isolated, str(courses["isolated"])], Path(tmp),
+                                           env)
         wall, cpu = _timed([*isolated, str(courses["class"])], Path(tmp), env)
-    figures = {"size": size, "jobs": jobs, "wall": wall, "cpu_per_notebook": cpu / size,
-               "plain_per_notebook": plain_wall / plain, "plain_cpu": plain_cpu / plain,
-               "small_per_notebook": small_wall / plain, "small_cpu": small_cpu / plain}
+    figures = {"size": size, "jobs": jobs, "wall": wall, "cpu_per_notebook": cpu / size}
     print(f"notebooks: the class of {size} as notebooks ({kinds['correct']} correct, "
           f"{kinds['wrong']} wrong, {kinds['hostile']} hostile)")
-    print(f"plain nbgrader autograde:   {plain_wall / plain:6.2f} s per notebook "
-          f"({plain_cpu / plain:.2f} s CPU; {plain} notebooks, serial)")
-    print(f"isolated autograde, same:   {small_wall / plain:6.2f} s per notebook "
-          f"({small_cpu / plain:.2f} s CPU; the same {plain}, --jobs {jobs}, start-up included)")
+    if plain > 0:
+        figures.update({"plain_per_notebook": plain_wall / plain, "plain_cpu": plain_cpu / plain,
+                        "small_per_notebook": small_wall / plain, "small_cpu": small_cpu / plain})
+        print(f"plain nbgrader autograde:   {plain_wall / plain:6.2f} s per notebook "
+              f"({plain_cpu / plain:.2f} s CPU; {plain} notebooks, serial)")
+        print(f"isolated autograde, same:   {small_wall / plain:6.2f} s per notebook "
+              f"({small_cpu / plain:.2f} s CPU; the same {plain}, --jobs {jobs}, start-up "
+              "included)")
+    faster = f", {plain_wall / plain / (wall / size):.1f}x faster than plain" if plain > 0 else ""
     print(f"isolated autograde, class:  {wall / size:6.2f} s per notebook "
           f"({cpu / size:.2f} s CPU; {wall:.0f} s for {size}, --jobs {jobs}; "
-          f"{BEFORE['notebooks_wall']:.0f} s before), "
-          f"{plain_wall / plain / (wall / size):.1f}x faster than plain")
+          f"{BEFORE['notebooks_wall']:.0f} s before){faster}")
+    plain_line = f", plain {200 * plain_wall / plain:6.0f} s" if plain > 0 else ""
     print(f"projected for 200 on {jobs} idle cores: isolated {200 * cpu / size / jobs:6.0f} s "
-          f"(target < 200 s), plain {200 * plain_wall / plain:6.0f} s")
+          f"(target < 200 s){plain_line}")
     return figures
 
 
