@@ -138,8 +138,7 @@ def graded(names: list[str], grade: Callable[[str], Any], lanes: int,
                 if idle is None and len(running) >= lanes:
                     break
                 name = next((n for n in reversed(pending) if ready(n)), None)
-                busy = any(lane.name for lane in running)
-                if name is None and busy:
+                if name is None and any(lane.name for lane in running):
                     break  # nothing can start yet: look again in a moment
                 name = name or pending[-1]  # nothing else to do: the lane waits, not us
                 pending.remove(name)
