@@ -290,3 +290,30 @@ def test_a_frame_whose_lengths_lie_is_an_error_the_sandbox_handles(header, count
 def test_what_is_sent_is_what_is_received(value):
     got = _received(protocol.encode(value))
     assert repr(got) == repr(value)
+
+
+class _Lying(np.ndarray):
+    """An array whose own tobytes lies: a sender must read its memory, not ask it."""
+
+    def tobytes(self, *args, **kwargs):
+        return b"\xff" * self.nbytes  # the right length, other values
+
+
+@pytest.mark.parametrize("value", [
+    np.arange(6.0).reshape(2, 3).T,  # not C-contiguous
+    np.arange(12).reshape(3, 4)[:, ::2],  # strided
+    np.arange(4, dtype=">f8"),  # big-endian
+    np.array(2, dtype=">i4"),  # 0-d and big-endian
+    np.array(3.5),  # 0-d
+    np.zeros((0, 3)),
+    np.arange(3.0).view(_Lying),
+    np.ma.masked_array([1.0, 2.0], mask=[True, False]),
+], ids=["transposed", "strided", "big-endian", "0-d-big-endian", "0-d", "empty", "subclass",
+        "masked"])
+def test_an_array_travels_as_its_values_whatever_its_layout_or_class(value):
+    plain = np.asarray(np.ma.getdata(value))
+    got = _received(protocol.encode({"x": value, "pair": (value, 1)}))
+    for array in (got["x"], got["pair"][0]):
+        assert type(array) is np.ndarray
+        assert array.dtype == plain.dtype.newbyteorder("=") and array.shape == plain.shape
+        assert np.array_equal(array, plain)

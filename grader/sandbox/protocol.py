@@ -13,6 +13,7 @@ the limits, and against the others, before anything is built from it.
 from __future__ import annotations
 
 import json
+import math
 import socket
 import struct
 import time
@@ -38,6 +39,7 @@ class ProtocolError(Exception):
 
 _PLAIN = frozenset({bool, int, float, str, type(None)})
 _NAMES = {np.dtype(name): name for name in DTYPES}  # the native ones; others are looked up
+_DTYPE_OF = {name: np.dtype(name) for name in DTYPES}
 
 
 def _flatten(obj: Any, buffers: list[bytes]) -> Any:
@@ -49,12 +51,15 @@ def _flatten(obj: Any, buffers: list[bytes]) -> Any:
     if kind is tuple:
         return {"__tuple__": [_flatten(x, buffers) for x in obj]}
     if isinstance(obj, np.ndarray):
-        name = _NAMES.get(obj.dtype) or obj.dtype.name
+        dtype = obj.dtype
+        name = _NAMES.get(dtype) or dtype.name
         if name not in DTYPES:
-            raise ProtocolError(f"arrays of dtype {obj.dtype} cannot be sent")
-        array = np.ascontiguousarray(obj).astype(obj.dtype.newbyteorder("="), copy=False)
-        buffers.append(array.tobytes())
-        return {"__array__": len(buffers) - 1, "dtype": name, "shape": list(obj.shape)}
+            raise ProtocolError(f"arrays of dtype {dtype} cannot be sent")
+        shape = list(obj.shape)
+        if type(obj) is not np.ndarray or not dtype.isnative:  # a subclass's methods unused
+            obj = np.ascontiguousarray(obj).astype(dtype.newbyteorder("="), copy=False)
+        buffers.append(obj.tobytes())  # in C order, whatever the array's own
+        return {"__array__": len(buffers) - 1, "dtype": name, "shape": shape}
     if isinstance(obj, tuple):
         return {"__tuple__": [_flatten(x, buffers) for x in obj]}
     if isinstance(obj, list):
@@ -86,8 +91,8 @@ def _rebuild(tree: Any, buffers: list[bytes] | list[memoryview]) -> Any:
             if not isinstance(shape, list) or not all(type(n) is int and n >= 0 for n in shape):
                 raise ProtocolError("bad array shape")
             data = buffers[index]
-            dt = np.dtype(dtype)
-            if len(data) != dt.itemsize * int(np.prod(shape, dtype=np.int64)):
+            dt = _DTYPE_OF[dtype]
+            if len(data) != dt.itemsize * math.prod(shape):
                 raise ProtocolError("array buffer does not match its shape")
             return np.frombuffer(data, dtype=dt).reshape(shape).copy()
         if "__tuple__" in tree:
