@@ -59,12 +59,22 @@ BEFORE = {"core": 2.6, "whole": 3.6, "class_wall": 276.0, "class_cpu": 2.35,
 
 
 def seconds(command: list[str], repeats: int = 3, cwd: Path = ROOT) -> float:
-    times = []
+    return interleaved({"one": (command, cwd)}, repeats)["one"]
+
+
+def interleaved(commands: dict[str, tuple[list[str], Path]], repeats: int = 3) -> dict[str, float]:
+    """The median wall seconds of each named command (run in its folder), run in turns: one
+    of each, then again, ``repeats`` times. A ratio of two of them then compares runs made
+    seconds apart, not minutes: this machine's speed drifts (``import torch`` took 1.5 s and
+    2.5 s within one hour), and a baseline measured apart from its subject misstates the ratio
+    either way."""
+    times: dict[str, list[float]] = {name: [] for name in commands}
     for _ in range(repeats):
-        start = time.perf_counter()
-        subprocess.run(command, check=True, stdout=subprocess.DEVNULL, cwd=cwd)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        for name, (command, cwd) in commands.items():
+            start = time.perf_counter()
+            subprocess.run(command, check=True, stdout=subprocess.DEVNULL, cwd=cwd)
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(values) for name, values in times.items()}
 
 
 # A class of 20, repeated: 13 correct, 4 wrong, 3 hostile (the hostile kinds rotate).
@@ -447,18 +457,24 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         print()
     if not args.class_only:
-        baseline = torch_import()
         with tempfile.TemporaryDirectory(prefix="attention-kit-bench-") as tmp:
             key = core_submission(Path(tmp) / "key")
-            core = seconds([sys.executable, "-m", "grader", "grade", str(key)])
-            grade = seconds([sys.executable, "-m", "grader", "grade", str(ROOT / "solutions")])
-            one = seconds([sys.executable, "-m", "grader", "grade", str(key), "--exercise",
-                           "softmax"])
+            grade = [sys.executable, "-m", "grader", "grade"]
+            commands = {
+                "torch": ([sys.executable, "-c", "import torch"], ROOT),
+                "core": ([*grade, str(key)], ROOT),
+                "whole": ([*grade, str(ROOT / "solutions")], ROOT),
+                "one": ([*grade, str(key), "--exercise", "softmax"], ROOT)}
             if args.against is not None:  # the other kit's grader, from its own folder
-                other = [seconds([sys.executable, "-m", "grader", "grade", str(folder)],
-                                 cwd=args.against) / baseline
-                         for folder in (key, args.against / "solutions")]
-        print(f"import torch:           {baseline:6.2f} s (median of 3)")
+                commands["other core"] = ([*grade, str(key)], args.against)
+                commands["other whole"] = ([*grade, str(args.against / "solutions")],
+                                           args.against)
+            times = interleaved(commands)
+        baseline, core, grade, one = (times[n] for n in ("torch", "core", "whole", "one"))
+        if args.against is not None:
+            other = [times["other core"] / baseline, times["other whole"] / baseline]
+        print(f"import torch:           {baseline:6.2f} s (median of 3, in turns with the "
+              "three below)")
         print(f"grade the answer key:   {core:6.2f} s (median of 3; the six core exercises)")
         print(f"ratio:                  {core / baseline:6.2f}x (target < 1.5x; "
               f"{BEFORE['core']:.1f}x before)")
