@@ -267,7 +267,7 @@ def grade_exercise(
                     found = diagnose(exercise, student, probed)  # probes are visible calls
                 ignored = verdicts(exercise, student, secret)
             finally:
-                result.output = sandbox.output()
+                result.output = _printed(sandbox, view)
         if hidden:
             with Sandbox(view, exercise.name, limits=limits, framework=framework) as sandbox:
                 try:
@@ -283,7 +283,7 @@ def grade_exercise(
                 except (_LoadFailed, WorkerLost):
                     raise WorkerLost(HIDDEN_LOST) from None
                 finally:
-                    result.output = joined_output(result.output, sandbox.output())
+                    result.output = joined_output(result.output, _printed(sandbox, view))
         if found or not all(c.passed for c in result.checks):
             note_misconceptions(result, found, hints=course.hints, exercise=exercise,
                                 evidence=evidence, probed=probed)
@@ -307,6 +307,13 @@ def _recorded(check: Check, ctx: Context, course: Course, points: dict[str, floa
     result = run_check(check, ctx, course, points[check.name], secret)
     calls[check.name] = set(ctx.student.names_called)
     return result
+
+
+def _printed(sandbox: Sandbox, view: Path) -> str:
+    """What the worker printed, its files named as the student knows them: a warning or a
+    traceback names the file in the worker's view, a temporary folder of this run's, which
+    would make the same submission's output differ from one run to the next."""
+    return sandbox.output().replace(f"{view}{os.sep}", "")
 
 
 def joined_output(visible: str, hidden: str) -> str:
