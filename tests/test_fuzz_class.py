@@ -317,3 +317,32 @@ def test_an_array_travels_as_its_values_whatever_its_layout_or_class(value):
         assert type(array) is np.ndarray
         assert array.dtype == plain.dtype.newbyteorder("=") and array.shape == plain.shape
         assert np.array_equal(array, plain)
+
+
+def _frame(tree, *buffers: bytes) -> bytes:
+    """A well-framed message whose header is ``tree``, with ``buffers`` after it."""
+    header = json.dumps(tree).encode()
+    sizes = struct.pack(f"<QQ{len(buffers)}Q", len(header), len(buffers), *map(len, buffers))
+    inner = sizes + header + b"".join(buffers)
+    return struct.pack("<Q", len(inner)) + inner
+
+
+# A red team's frames (a worker can send any bytes). Each was decoded before, at a cost the
+# message's size did not bound, or into something no honest worker sends.
+@pytest.mark.parametrize("tree,buffers", [
+    # 838,000 entries of 9999 then a 0 took the length check 230 s to multiply (now refused
+    # at once); these are short, and refused all the same
+    ({"__array__": 0, "dtype": "uint8", "shape": [9999] * 65 + [0]}, [b""]),
+    ({"__array__": 0, "dtype": "uint8", "shape": [0, 2**40]}, [b""]),
+    # one buffer named by many arrays: each was a copy of it (a 4 MB header, 80,000 names of
+    # a 60 MiB buffer: terabytes)
+    ([{"__array__": 0, "dtype": "uint8", "shape": [4]}] * 2, [b"abcd"]),
+    ({"__array__": True, "dtype": "uint8", "shape": [4]}, [b"", b"abcd"]),
+    ({"__array__": 0, "dtype": ["uint8"], "shape": [4]}, [b"abcd"]),
+    ({"__tuple__": "abc"}, []),
+    ({"__tuple__": {"a": 1}}, []),
+], ids=["many-dims", "absurd-empty", "one-buffer-twice", "bool-index", "list-dtype",
+        "tuple-of-a-string", "tuple-of-a-dict"])
+def test_a_frame_beyond_what_the_sender_makes_is_refused(tree, buffers):
+    with pytest.raises(protocol.ProtocolError):
+        _received(_frame(tree, *buffers))

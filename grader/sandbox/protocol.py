@@ -25,6 +25,7 @@ import numpy as np
 MAX_MESSAGE_BYTES = 64 << 20  # far above any real reply; a bigger one is a broken worker
 MAX_HEADER_BYTES = 4 << 20  # the JSON part: arrays travel as raw buffers
 MAX_BUFFERS = 4096
+MAX_DIMS = 64  # NumPy's own limit
 _MAX_SIZES = 16 + 8 * MAX_BUFFERS  # the lengths before the header
 DTYPES = frozenset(
     "bool int8 int16 int32 int64 uint8 uint16 uint32 uint64 float16 float32 float64 "
@@ -75,7 +76,9 @@ def _flatten(obj: Any, buffers: list[bytes]) -> Any:
     raise ProtocolError(f"cannot send a value of type {type(obj).__name__}")
 
 
-def _rebuild(tree: Any, buffers: list[bytes] | list[memoryview]) -> Any:
+def _rebuild(tree: Any, buffers: list[memoryview | None]) -> Any:
+    """The value ``tree`` (a message's JSON header) describes; each array takes its buffer
+    out of ``buffers``, so no buffer is copied twice."""
     kind = type(tree)  # what json.loads makes: these types exactly
     if kind in _PLAIN:
         return tree
@@ -86,17 +89,27 @@ def _rebuild(tree: Any, buffers: list[bytes] | list[memoryview]) -> Any:
             dtype = tree.get("dtype")
             shape = tree.get("shape")
             index = tree["__array__"]
-            if dtype not in DTYPES or not isinstance(index, int) or not 0 <= index < len(buffers):
+            if (type(dtype) is not str or dtype not in DTYPES or type(index) is not int
+                    or not 0 <= index < len(buffers)):
                 raise ProtocolError("bad array descriptor")
-            if not isinstance(shape, list) or not all(type(n) is int and n >= 0 for n in shape):
+            # At most NumPy's dimensions, none longer than a message could fill: the length
+            # check below multiplies them, and a long list of big ints took minutes to multiply.
+            if not isinstance(shape, list) or len(shape) > MAX_DIMS or not all(
+                    type(n) is int and 0 <= n <= MAX_MESSAGE_BYTES for n in shape):
                 raise ProtocolError("bad array shape")
             data = buffers[index]
+            if data is None:  # k arrays naming one buffer would make k copies of it
+                raise ProtocolError("two arrays name the same buffer")
+            buffers[index] = None
             dt = _DTYPE_OF[dtype]
             if len(data) != dt.itemsize * math.prod(shape):
                 raise ProtocolError("array buffer does not match its shape")
             return np.frombuffer(data, dtype=dt).reshape(shape).copy()
         if "__tuple__" in tree:
-            return tuple(_rebuild(x, buffers) for x in tree["__tuple__"])
+            items = tree["__tuple__"]
+            if type(items) is not list:
+                raise ProtocolError("bad tuple")
+            return tuple(_rebuild(x, buffers) for x in items)
         return {key: _rebuild(value, buffers) for key, value in tree.items()}
     raise ProtocolError("bad value in message")
 
@@ -159,7 +172,8 @@ def recv(sock: socket.socket, deadline: float | None = None,
         tree = json.loads(data[start:start + header_len].tobytes())
     except ValueError as error:
         raise ProtocolError(f"bad header: {error}") from None
-    buffers, offset = [], start + header_len
+    buffers: list[memoryview | None] = []
+    offset = start + header_len
     for size in sizes:
         buffers.append(data[offset:offset + size])
         offset += size
