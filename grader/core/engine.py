@@ -267,7 +267,7 @@ def grade_exercise(
                     found = diagnose(exercise, student, probed)  # probes are visible calls
                 ignored = verdicts(exercise, student, secret)
             finally:
-                result.output = _printed(sandbox, view)
+                result.output = _printed(sandbox)
         if hidden:
             with Sandbox(view, exercise.name, limits=limits, framework=framework) as sandbox:
                 try:
@@ -283,7 +283,7 @@ def grade_exercise(
                 except (_LoadFailed, WorkerLost):
                     raise WorkerLost(HIDDEN_LOST) from None
                 finally:
-                    result.output = joined_output(result.output, _printed(sandbox, view))
+                    result.output = joined_output(result.output, _printed(sandbox))
         if found or not all(c.passed for c in result.checks):
             note_misconceptions(result, found, hints=course.hints, exercise=exercise,
                                 evidence=evidence, probed=probed)
@@ -309,11 +309,12 @@ def _recorded(check: Check, ctx: Context, course: Course, points: dict[str, floa
     return result
 
 
-def _printed(sandbox: Sandbox, view: Path) -> str:
+def _printed(sandbox: Sandbox) -> str:
     """What the worker printed, its files named as the student knows them: a warning or a
-    traceback names the file in the worker's view, a temporary folder of this run's, which
-    would make the same submission's output differ from one run to the next."""
-    return sandbox.output().replace(f"{view}{os.sep}", "")
+    traceback names the file in the worker's view (``sandbox.folder``, resolved as the worker
+    sees it), a temporary folder of this run's, which would make the same submission's output
+    differ from one run to the next."""
+    return sandbox.output().replace(f"{sandbox.folder}{os.sep}", "")
 
 
 def joined_output(visible: str, hidden: str) -> str:

@@ -459,15 +459,15 @@ def main(argv: list[str] | None = None) -> int:
     if not args.class_only:
         with tempfile.TemporaryDirectory(prefix="attention-kit-bench-") as tmp:
             key = core_submission(Path(tmp) / "key")
-            grade = [sys.executable, "-m", "grader", "grade"]
+            kit = [sys.executable, "-m", "grader", "grade"]
             commands = {
                 "torch": ([sys.executable, "-c", "import torch"], ROOT),
-                "core": ([*grade, str(key)], ROOT),
-                "whole": ([*grade, str(ROOT / "solutions")], ROOT),
-                "one": ([*grade, str(key), "--exercise", "softmax"], ROOT)}
+                "core": ([*kit, str(key)], ROOT),
+                "whole": ([*kit, str(ROOT / "solutions")], ROOT),
+                "one": ([*kit, str(key), "--exercise", "softmax"], ROOT)}
             if args.against is not None:  # the other kit's grader, from its own folder
-                commands["other core"] = ([*grade, str(key)], args.against)
-                commands["other whole"] = ([*grade, str(args.against / "solutions")],
+                commands["other core"] = ([*kit, str(key)], args.against)
+                commands["other whole"] = ([*kit, str(args.against / "solutions")],
                                            args.against)
             times = interleaved(commands)
         baseline, core, grade, one = (times[n] for n in ("torch", "core", "whole", "one"))
