@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from submission_tools import BONUS, KIT, grader_command, make_submission
+from submission_tools import BONUS, CORE, KIT, grader_command, make_submission
 
 EXERCISES = KIT / "exercises"
 
@@ -71,3 +71,83 @@ def test_batch_grades_every_student_and_reruns_identically(tmp_path):
     assert second.returncode == 0, second.stderr
     for name in ["grades.csv", *(f"json/{f}" for f in json_files)]:
         assert (tmp_path / "first" / name).read_bytes() == (tmp_path / "second" / name).read_bytes()
+
+
+def test_a_graders_failing_runs_are_followed_by_the_graders_forked_after_it(tmp_path,
+                                                                            monkeypatch):
+    """The first of three students with the same mistake fails four attention checks under
+    Hypothesis; its grader sends the runs it kept to the batch, and the two graders forked
+    after it follow them (and so keep none of their own). All three are told the same."""
+    from grader.core import replay
+    from grader.core.course import load
+    from grader.integrations import batch as batches
+
+    unscaled = (KIT / "solutions" / "attention.py").read_text().replace(" / np.sqrt(d_k)", "", 1)
+    for name in ("student-1@uni.edu", "student-2@uni.edu", "student-3@uni.edu"):
+        make_submission(tmp_path / "class" / name, {"attention.py": unscaled})
+    only = tmp_path / "course.toml"  # attention alone (and softmax, which it imports)
+    only.write_text("".join(f"[exercises.{name}]\nenabled = false\n"
+                            for name in (*CORE, *BONUS) if name not in ("attention", "softmax")))
+    sent = []
+    adopt = batches._adopt_runs
+    monkeypatch.setattr(batches, "_adopt_runs", lambda reply: sent.append(
+        batches._runs_file(reply).is_file()) or adopt(reply))
+    replay.forget()
+    try:
+        rows = batches.run(tmp_path / "class", jobs=1, key_folder=KIT / "solutions",
+                           course=load(only), progress=None)
+        assert sent == [True, False, False]
+        assert sum(replay.TRANSCRIPT in k for k in replay._RECORDED) >= 3
+    finally:
+        replay.forget()
+    assert [row.scores["attention"] for row in rows] == [rows[0].scores["attention"]] * 3 < [20]
+    told = {json.dumps(row.results, sort_keys=True).replace(row.student, "S") for row in rows}
+    assert len(told) == 1
+
+
+def test_a_broken_runs_file_adds_nothing_and_stops_nothing(tmp_path):
+    """What the batch reads from a grader is checked before it is kept: a file that is not a
+    recording, holds code to run, is too big, is another user's, or holds anything but whole
+    failing runs adds nothing."""
+    import os
+    import pickle
+
+    from grader.core import replay
+    from grader.integrations import batch as batches
+
+    class Payload:
+        def __reduce__(self):
+            return (open, (str(tmp_path / "planted"), "w"))
+
+    check = ("attention", "test_matches_torch_sdpa", "0" * 16, 10, ("cpu",))
+    example = replay.Example({"x": 1}, frozenset())
+    failed = ("failed", ("ValueError", "f.py", 1, (), ()))
+    broken = [
+        b"not a pickle",
+        pickle.dumps({(*check, replay.TRANSCRIPT, "a"): Payload()}),
+        pickle.dumps({check: (example,)}),  # a passing recording: not what a grader sends
+        pickle.dumps({(*check, replay.TRANSCRIPT, "b"): ((example, replay.PASSED),)}),
+        pickle.dumps({(*check, replay.TRANSCRIPT, "c"): ((example, failed),) * 5000}),
+        pickle.dumps({(*check, replay.TRANSCRIPT, "d"): (("not an example", failed),)}),
+    ]
+    replay.forget()
+    try:
+        for index, data in enumerate(broken):
+            reply = tmp_path / f"{index}.json"
+            batches._runs_file(reply).write_bytes(data)
+            batches._adopt_runs(reply)
+        reply = tmp_path / "big.json"
+        batches._runs_file(reply).write_bytes(b"\0" * (batches.MAX_RUNS_BYTES + 1))
+        batches._adopt_runs(reply)
+        assert not replay._RECORDED and not (tmp_path / "planted").exists()
+        good = pickle.dumps({(*check, replay.TRANSCRIPT, "e"): ((example, failed),)})
+        reply = tmp_path / "good.json"
+        batches._runs_file(reply).write_bytes(good)
+        os.chown(batches._runs_file(reply), 65534, 65534)  # as root: another user's file
+        batches._adopt_runs(reply)
+        assert not replay._RECORDED
+        os.chown(batches._runs_file(reply), os.geteuid(), os.getegid())
+        batches._adopt_runs(reply)
+        assert len(replay._RECORDED) == 1
+    finally:
+        replay.forget()

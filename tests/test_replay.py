@@ -3,6 +3,7 @@ exactly as a drawn one does, says the same, and draws nothing when it passes."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -298,3 +299,274 @@ def test_flashs_reference_at_t_2048_is_computed_once_and_kept_with_the_examples(
         assert computed.count(flash.MEMORY_T) == (2 if run == 0 else 0)
     assert result.bonus_score == result.bonus_max_score
     assert scores[0] == scores[1] == scores[2]
+
+
+# -- a failing check's run, followed (replay.followed, student.Memo) -----------------------------
+SCALE = "scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(d_k)"
+
+
+def _attention(folder, name: str, source: str):
+    """A submission: the key, with ``source`` as its attention.py."""
+    submission = folder / name
+    submission.mkdir()
+    for path in sorted((KIT / "solutions").glob("*.py")):
+        submission.joinpath(path.name).write_text(path.read_text())
+    (submission / "attention.py").write_text(source)
+    return submission
+
+
+def _graded(submission) -> str:
+    result = engine.grade_submission(submission, exercises=["attention"])
+    return json.dumps(report.to_json(result, include_output=True), sort_keys=True)
+
+
+@pytest.fixture(scope="module")
+def unscaled_runs(tmp_path_factory):
+    """The failing runs the unscaled attention keeps, graded after the key (as in a batch)."""
+    replay.forget()
+    key = (KIT / "solutions" / "attention.py").read_text()
+    assert SCALE in key
+    unscaled = _attention(tmp_path_factory.mktemp("unscaled"), "unscaled",
+                          key.replace(SCALE, SCALE.replace(" / np.sqrt(d_k)", "")))
+    engine.grade_submission(KIT / "solutions", exercises=["attention"])
+    recordings = dict(replay._RECORDED)
+    told = _graded(unscaled)
+    runs = {k: v for k, v in replay._RECORDED.items() if replay.TRANSCRIPT in k}
+    replay.forget()
+    return SimpleNamespace(submission=unscaled, told=told, runs=runs, recordings=recordings)
+
+
+def _with(recordings: dict, runs: dict | None = None) -> None:
+    """This process's recordings: the key's examples, and ``runs`` kept."""
+    replay.forget()
+    replay._RECORDED.update(recordings)
+    replay._RECORDED.update(runs or {})
+
+
+@pytest.fixture
+def followed(monkeypatch):
+    """What ``replay.followed`` returned, call by call, and how many replies the memo served."""
+    seen = {"returned": [], "served": 0}
+    follow = replay.followed
+    monkeypatch.setattr(replay, "followed", lambda *args, **kwargs: seen["returned"].append(
+        follow(*args, **kwargs)) or seen["returned"][-1])
+    from grader.core import student
+
+    serve = student.Memo.request
+
+    def counting(self, *args):
+        before = self.served
+        try:
+            return serve(self, *args)
+        finally:
+            seen["served"] += self.served - before
+
+    monkeypatch.setattr(student.Memo, "request", counting)
+    return seen
+
+
+def test_the_same_mistake_follows_a_kept_run_and_is_told_exactly_what_hypothesis_tells(
+        unscaled_runs, followed):
+    """A wrong attention fails four checks; Hypothesis shrinks each (about 70 runs of the
+    check). Graded again, the kept runs are followed to their end instead, and the report is
+    the same byte for byte as with nothing kept."""
+    runs = unscaled_runs.runs
+    assert len(runs) >= 3 and all(replay._is_run(steps) for steps in runs.values())
+    assert '"score": 14' in unscaled_runs.told  # of 20: it is wrong
+    _with(unscaled_runs.recordings, runs)
+    again = _graded(unscaled_runs.submission)
+    assert len(followed["returned"]) >= len(runs)
+    assert sum(r is not None for r in followed["returned"]) == len(runs)  # to their end
+    assert again == unscaled_runs.told
+
+
+def test_code_that_leaves_a_kept_run_is_told_what_hypothesis_tells_it(tmp_path, unscaled_runs,
+                                                                       followed):
+    """Other wrong attentions, with the unscaled attention's runs kept: one with the same
+    outcomes at every step follows them to their end; another leaves them at some step, and
+    its checks run under Hypothesis from the start, served the replies so far rather than
+    asking again. Each is told what it is told with nothing kept, byte for byte."""
+    from zoo.catalog import BY_NAME, build
+
+    seen = {}
+    for name in ("attention_scale_by_dk", "attention_mask_after_softmax"):
+        submission = build(BY_NAME[name], tmp_path)
+        _with(unscaled_runs.recordings)
+        alone = _graded(submission)
+        _with(unscaled_runs.recordings, unscaled_runs.runs)
+        followed["returned"].clear()
+        served = followed["served"]
+        assert _graded(submission) == alone, name
+        seen[name] = (sum(r is not None for r in followed["returned"]),  # followed to the end
+                      followed["served"] - served)  # replies served again
+    assert seen["attention_scale_by_dk"][0] == 4  # / d_k fails where / 1 does
+    assert seen["attention_mask_after_softmax"][0] == 0 < seen["attention_mask_after_softmax"][1]
+
+
+STATEFUL = '''
+_CALLS = [0]
+
+
+def scaled_dot_product_attention(q, k, v, mask=None):
+    """Right for seven calls, unscaled for the next seven, and so on: each answer depends on
+    what was asked before, so asking a question twice would change what it says."""
+    _CALLS[0] += 1
+    q, k, v = np.asarray(q), np.asarray(k), np.asarray(v)
+    if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
+        raise ValueError("shapes")
+    scores = q @ np.swapaxes(k, -1, -2) / (np.sqrt(q.shape[-1]) if _CALLS[0] // 7 % 2 else 1.0)
+    if mask is not None:
+        mask = np.asarray(mask)
+        if mask.dtype != np.bool_:
+            raise ValueError("mask must be boolean")
+        scores = np.where(mask, -np.inf, scores)
+    if np.any(np.all(np.isneginf(scores), axis=-1)):
+        raise ValueError("a query has no allowed key")
+    weights = softmax(scores, axis=-1)
+    return weights @ v, weights
+'''
+
+
+def test_code_whose_answers_depend_on_its_history_is_asked_the_same_with_a_kept_run(
+        tmp_path, unscaled_runs, followed):
+    """What a kept run changes is only what the kit asks itself again: the student's code is
+    asked the same questions in the same order whether a run was kept or not. Code that counts
+    its calls would tell (a question asked twice moves its count): its report is the same
+    with the unscaled attention's runs kept as without."""
+    key = (KIT / "solutions" / "attention.py").read_text()
+    head = key[:key.index("def scaled_dot_product_attention")]
+    submission = _attention(tmp_path, "counting", head + STATEFUL)
+    _with(unscaled_runs.recordings)
+    alone = _graded(submission)
+    assert '"status": "failed"' in alone and '"status": "passed"' in alone
+    _with(unscaled_runs.recordings, unscaled_runs.runs)
+    served = followed["served"]
+    assert _graded(submission) == alone
+    assert followed["served"] > served
+
+
+@contextlib.contextmanager
+def _softmax_worker(tmp_path, source: str):
+    """A worker with ``source`` loaded as softmax.py, and its student proxy."""
+    from grader.core.course import EXERCISES_BY_NAME
+    from grader.core.student import Student
+    from grader.sandbox.isolation import Sandbox
+
+    os.chmod(tmp_path, 0o755)  # the worker may run as an unprivileged user
+    staged, folder = tmp_path / "staged", tmp_path / "submission"
+    staged.mkdir()
+    folder.mkdir()
+    (staged / "softmax.py").write_text(source)
+    engine.copy_submission(staged, folder)
+    with Sandbox(folder, "softmax", framework="numpy") as sandbox:
+        student = Student(sandbox, EXERCISES_BY_NAME()["softmax"])
+        student.load()
+        yield student
+
+
+COUNTING_SOFTMAX = """
+import numpy as np
+ASKED = [0]
+
+
+def softmax(x, axis=-1):
+    ASKED[0] += 1
+    x = np.asarray(x, dtype=float)
+    if x.min() < 0:
+        raise ValueError(f"negative, call {ASKED[0]}")
+    return x * 0 + ASKED[0]
+"""
+
+
+def test_a_reply_served_again_is_the_workers_own_and_asks_it_nothing(tmp_path):
+    """After ``restart()`` the memo serves each question's reply again, decoded anew (the check
+    may have changed the first copy), and a StudentError raised from where the worker's was:
+    the same failure to Hypothesis. The worker, which counts its calls, is not asked again."""
+    from grader.sandbox.isolation import StudentError
+
+    with _softmax_worker(tmp_path, COUNTING_SOFTMAX) as student, student.memoizing() as memo:
+        outcomes, replies = [], []
+        for _ in range(2):
+            try:
+                student.softmax([-1.0, 2.0])
+            except StudentError as error:
+                outcomes.append((replay.outcome(error), error.info["message"]))
+            reply = student.softmax([1.0, 2.0])
+            replies.append(reply.tolist())
+            reply[0] = 99.0  # changed by the check: not what is served again
+            memo.restart()
+        assert outcomes[0] == outcomes[1] and outcomes[0][0][0] == "failed"
+        assert outcomes[0][1] == "negative, call 1"
+        assert replies == [[2.0, 2.0]] * 2 and memo.served == 2
+        # Every kept reply served: from now on the worker answers, and nothing is kept.
+        assert student.softmax([1.0, 2.0]).tolist() == [3.0, 3.0]
+        assert not memo.serving and not memo.keeping
+
+
+def test_a_question_other_than_the_next_one_kept_goes_to_the_worker(tmp_path):
+    with _softmax_worker(tmp_path, COUNTING_SOFTMAX) as student, student.memoizing() as memo:
+        student.softmax([1.0])
+        student.softmax([2.0])
+        memo.restart()
+        assert student.softmax([5.0]).tolist() == [3.0]  # not [1.0]: asked, the third call
+        assert student.softmax([2.0]).tolist() == [4.0] and memo.served == 0
+
+
+def test_a_memo_past_its_cap_stops_the_following_after_the_step_and_keeps_what_was_asked(
+        tmp_path):
+    """Replies of a file that answers with big arrays: the memo keeps every one already asked
+    (serving them is what keeps the questions the same) and says ``full``, so that following
+    stops after the step it is in; a restart serves them all."""
+    from grader.core.student import Memo
+
+    big = "import numpy as np\n\ndef softmax(x, axis=-1):\n    return np.zeros(1 << 20)\n"
+    with _softmax_worker(tmp_path, big) as student, student.memoizing() as memo:
+        student.softmax([0.0])  # 8 MiB
+        assert not memo.full
+        student.softmax([1.0])
+        assert memo.full and memo._bytes > Memo.MAX_BYTES
+        student.softmax([2.0])  # later in the same step: kept all the same
+        assert len(memo._kept) == 3
+        memo.restart()
+        for x in range(3):
+            assert student.softmax([float(x)]).shape == (1 << 20,)
+        assert memo.served == 3
+
+
+DEEP = '''
+CALLS = [0]
+
+
+def scaled_dot_product_attention(q, k, v, mask=None):
+    """Wrong throughout (2 * output + 1); its second answer a tuple in a tuple ... 490 deep,
+    which the grading process decodes only with the stack Hypothesis gives a run."""
+    CALLS[0] += 1
+    out, weights = right(q, k, v, mask)
+    if CALLS[0] == 2:
+        for _ in range(490):
+            out, weights = (out,), (weights,)
+        return out, weights
+    return out * 2.0 + 1.0, weights
+'''
+
+
+def test_a_deeply_nested_reply_is_decoded_alike_followed_or_drawn(tmp_path, unscaled_runs,
+                                                                  followed, monkeypatch):
+    """A red team's reply: followed at the process's own recursion limit (1000, as on the
+    command line), it failed to decode and cost the whole exercise (0/20), where Hypothesis,
+    which gives each run 2000 frames, decoded it (14/20). A followed or replayed example runs
+    with Hypothesis's limit, at the same depth."""
+    import sys
+
+    monkeypatch.setattr(sys, "getrecursionlimit", sys.getrecursionlimit)  # restored after
+    sys.setrecursionlimit(1000)
+    key = (KIT / "solutions" / "attention.py").read_text()
+    right = key.replace("def scaled_dot_product_attention(", "def right(")
+    submission = _attention(tmp_path, "deep", right + DEEP)
+    _with(unscaled_runs.recordings)
+    alone = _graded(submission)
+    assert "malformed" not in alone and '"score": 14' in alone
+    _with(unscaled_runs.recordings, unscaled_runs.runs)
+    followed["returned"].clear()
+    assert _graded(submission) == alone
+    assert any(r is None for r in followed["returned"])  # it left a run: Hypothesis ran too

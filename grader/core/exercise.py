@@ -17,6 +17,7 @@ are published. The points given here are the defaults; ``course.toml`` may scale
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import numbers
 import zlib
@@ -135,14 +136,28 @@ class Check:
         if replayed:
             return  # the examples Hypothesis drew before, every one passed
         failed = dict(ctx.example)
-        ctx.example = {}
-        ctx.calls.clear()
-        # Set on every run, not once: the course decides the count.
-        self.func._hypothesis_internal_use_settings = settings(  # type: ignore[attr-defined]
-            GRADING, max_examples=count)
-        seed(zlib.crc32(f"{seed_text}{self.exercise}.{self.name}".encode()))(self.func)
-        with replay.recording(key, self.func.hypothesis):
-            self.func(ctx)
+        memoizing = getattr(ctx.student, "memoizing", None)
+        if memoizing is None or not replay.has_runs(key):
+            memoizing = contextlib.nullcontext
+        # Where a failing run is followed, the check may then run from its start again, under
+        # Hypothesis: what the student's code answered is served again, not asked again.
+        with memoizing() as memo:
+            ctx.example = {}
+            ctx.calls.clear()
+            error = replay.followed(key, self.func.hypothesis.inner_test, ctx,
+                                    enough=lambda: memo is not None and memo.full)
+            if error is not None:
+                raise error  # where Hypothesis would have ended, with the same exception
+            if memo is not None:
+                memo.restart()
+            ctx.example = {}
+            ctx.calls.clear()
+            # Set on every run, not once: the course decides the count.
+            self.func._hypothesis_internal_use_settings = settings(  # type: ignore[attr-defined]
+                GRADING, max_examples=count)
+            seed(zlib.crc32(f"{seed_text}{self.exercise}.{self.name}".encode()))(self.func)
+            with replay.recording(key, self.func.hypothesis):
+                self.func(ctx)
         if replayed is False:  # the same examples failed a moment ago, in the replay
             ctx.example = failed
             raise Flaky("the same input failed in the replay and passed when drawn again")

@@ -3,6 +3,13 @@
 - ``providers``: Hypothesis mixes the literals of every imported "local" module into its draws;
   ``grader.core.exercise`` turns that off, so a check draws the same examples whatever route
   imported it.
+- ``InterestingOrigin``, ``failure_exceptions_to_catch``, ``StopTest``, ``UnsatisfiedAssumption``:
+  how Hypothesis tells one run of a test from another (passed, invalid, or failed, and where);
+  ``grader.core.replay`` follows a failing check's recorded run only while the student's code
+  gives the same outcome at every step.
+- ``ensure_free_stackframes``: the recursion limit Hypothesis sets for each run of a test (2000
+  frames above the frame that calls it); ``grader.core.replay`` runs a replayed or followed
+  example under the same one.
 - ``deterministic_PRNG``: the seeded random state Hypothesis runs each example in;
   ``grader.core.replay`` runs a replayed example in the same one. Its registered generators
   (``RANDOMS_TO_MANAGE``) and their seeded state (``_seeded_state``) let a check's replayed
@@ -21,17 +28,24 @@ import hypothesis
 TESTED = ">=6.170,<6.171"  # as in pyproject.toml
 
 try:
+    from hypothesis.core import failure_exceptions_to_catch, skip_exceptions_to_reraise
+    from hypothesis.errors import FailedHealthCheck, StopTest, UnsatisfiedAssumption
     from hypothesis.internal.conjecture import providers
+    from hypothesis.internal.conjecture.junkdrawer import ensure_free_stackframes
     from hypothesis.internal.entropy import (
         RANDOMS_TO_MANAGE,
         _seeded_state,
         deterministic_PRNG,
     )
+    from hypothesis.internal.escalation import InterestingOrigin
+
+    for _name in ("exc_type", "filename", "lineno", "context", "group_elems"):
+        InterestingOrigin.__dataclass_fields__[_name]
 
     for _name in ("Constants", "CONSTANTS_CACHE", "_get_local_constants"):
         getattr(providers, _name)
     RANDOMS_TO_MANAGE.data  # noqa: B018  (a WeakValueDictionary: reseed reads its refs)
-except (ImportError, AttributeError) as _missing:
+except (ImportError, AttributeError, KeyError) as _missing:
     raise SystemExit(
         f"attention-kit cannot use Hypothesis {hypothesis.__version__}: an internal it relies "
         f"on has moved ({_missing}); install the tested range with "
@@ -55,4 +69,6 @@ def reseed() -> None:
             generator.seed(0)
 
 
-__all__ = ["TESTED", "deterministic_PRNG", "providers", "reseed"]
+__all__ = ["TESTED", "FailedHealthCheck", "InterestingOrigin", "StopTest", "UnsatisfiedAssumption",
+           "deterministic_PRNG", "ensure_free_stackframes", "failure_exceptions_to_catch",
+           "providers", "reseed", "skip_exceptions_to_reraise"]

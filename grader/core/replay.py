@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import internals
 from .internals import deterministic_PRNG, reseed
 
 # What Hypothesis counts as a failing example (``hypothesis.core.failure_exceptions_to_catch``,
@@ -104,7 +105,7 @@ def replayed(key: tuple, inner: Callable[..., None], ctx: Any) -> bool | None:
             if index:
                 reseed()
             try:
-                inner(ctx, **kwargs)
+                as_run(inner, ctx, kwargs)
             except Mismatch:
                 return None
             except FAILURES:
@@ -117,14 +118,12 @@ def replayed(key: tuple, inner: Callable[..., None], ctx: Any) -> bool | None:
 @contextmanager
 def recording(key: tuple, hypothesis: Any) -> Iterator[None]:
     """Record the examples the check whose Hypothesis handle is ``hypothesis`` runs inside the
-    block; they are kept for ``key`` if the block ends normally (the check passed) and every
-    example completed."""
-    if key in _RECORDED:
-        yield
-        return
+    block: kept for ``key`` if the block ends normally (the check passed) and every example
+    completed; kept as a failing run (``followed``) if the block ends with the exception of
+    the last example run, every step's outcome known."""
     inner = hypothesis.inner_test
-    taken: list[Example] = []
-    complete = [True]
+    steps: list[tuple[Example, tuple | None]] = []
+    last: list[BaseException | None] = [None]
 
     def recorder(ctx: Any, **kwargs: Any) -> None:
         record: dict[str, Any] = {}
@@ -133,22 +132,148 @@ def recording(key: tuple, hypothesis: Any) -> Iterator[None]:
                 record[name] = _recording_draws(value)
             else:
                 record[name] = copy.deepcopy(value)
-        taken.append(Example(record, frozenset(n for n, v in kwargs.items() if is_data(v))))
+        example = Example(record, frozenset(n for n, v in kwargs.items() if is_data(v)))
         try:
             inner(ctx, **kwargs)
-        except BaseException:
-            complete[0] = False
+        except BaseException as error:
+            steps.append((example, outcome(error)))
+            last[0] = error
             raise
+        steps.append((example, PASSED))
+        last[0] = None
 
     hypothesis.inner_test = recorder
     try:
         yield
+    except BaseException as error:
+        if error is last[0]:
+            _keep_run(key, steps)
+        raise
     finally:
         hypothesis.inner_test = inner
     # Only a run that passed reaches here, and in a run that passed, an example that raised
     # was one Hypothesis discarded (an unmet assumption, an overrun).
-    if complete[0] and taken:
-        _RECORDED[key] = tuple(taken)
+    if key not in _RECORDED and steps and all(o == PASSED for _, o in steps):
+        _RECORDED[key] = tuple(example for example, _ in steps)
+
+
+# -- a failing check's run, followed -----------------------------------------------------------
+# Hypothesis, derandomized, with no deadline and no health checks, decides what to run next
+# from the outcomes of the runs so far and nothing else: whether the example passed, was
+# invalid (an unmet assumption), or failed, and then with what and where (its
+# ``InterestingOrigin``). So a failing check's run, kept step by step with each outcome, is
+# what Hypothesis will run again for any code that gives the same outcomes: the same examples
+# in the same order, shrinking to the same smallest one, whose exception it raises. Another
+# student's code with the same mistake follows such a run to its end without Hypothesis
+# drawing or shrinking anything (2.6 ms per attention example drawn, about 340 runs to shrink
+# one failure). Code whose outcome differs at some step leaves the run there, and the check
+# runs under Hypothesis from its start; the replies given so far are served again
+# (``student.Memo``), so the student's code is asked each question once, in Hypothesis's
+# order, as if nothing had been followed.
+PASSED = ("passed",)
+TRANSCRIPT = "run"
+MAX_STEPS = 2000  # a run longer than this is not kept (Hypothesis's shrink of one failure:
+MAX_RUNS = 8  # ~340 for attention); nor more than this many runs for one check
+
+
+def outcome(error: BaseException) -> tuple | None:
+    """What Hypothesis makes of a run that raised ``error``: ``("invalid",)``, ``("failed",
+    where)``, or None for what it does not catch (the check stops at once: the worker was
+    lost, an overrun, a skip)."""
+    if isinstance(error, internals.UnsatisfiedAssumption):
+        return ("invalid",)
+    if isinstance(error, (internals.StopTest, internals.FailedHealthCheck,
+                          *internals.skip_exceptions_to_reraise())):
+        return None
+    if not isinstance(error, internals.failure_exceptions_to_catch()):
+        return None
+    return ("failed", _plain(internals.InterestingOrigin.from_exception(error)))
+
+
+def _plain(origin: Any) -> tuple:
+    """An ``InterestingOrigin`` as plain data (a recording holds nothing else)."""
+    kind = origin.exc_type
+    return (f"{kind.__module__}.{kind.__qualname__}", origin.filename, origin.lineno,
+            _plain(origin.context) if origin.context else (),
+            tuple(_plain(member) for member in origin.group_elems))
+
+
+def _keep_run(key: tuple, steps: list[tuple[Example, tuple | None]]) -> None:
+    if not steps or len(steps) > MAX_STEPS or steps[-1][1] in (None, PASSED, ("invalid",)):
+        return
+    if any(o is None for _, o in steps) or len(_runs(key)) >= MAX_RUNS:
+        return
+    path = repr(tuple(o for _, o in steps)).encode()
+    _RECORDED.setdefault((*key, TRANSCRIPT, hashlib.sha256(path).hexdigest()[:16]),
+                         tuple(steps))
+
+
+def has_runs(key: tuple) -> bool:
+    """Whether a failing run is kept for ``key`` (``followed`` would follow it)."""
+    return bool(_runs(key))
+
+
+def _runs(key: tuple) -> list[tuple[tuple[Example, tuple], ...]]:
+    """The failing runs kept for ``key``, in the order they were kept."""
+    n = len(key)
+    return [steps for k, steps in _RECORDED.items()
+            if len(k) == n + 2 and k[n] == TRANSCRIPT and k[:n] == key]
+
+
+def followed(key: tuple, inner: Callable[..., None], ctx: Any,
+             enough: Callable[[], bool] = lambda: False) -> BaseException | None:
+    """Follow a failing run kept for ``key`` through ``inner`` (the check's inner test), step
+    by step, while the code gives each step's outcome: the exception of the last step when it
+    reaches the end of one (the check fails with it, as it would under Hypothesis), None when
+    there is none to follow, the code leaves them, or ``enough()`` says so after a step (the
+    check runs under Hypothesis). An exception Hypothesis does not catch ends the check at
+    once, as it would there."""
+    runs = _runs(key)
+    if not runs:
+        return None
+    with deterministic_PRNG():  # each step seeded as Hypothesis seeds a run (reseed)
+        for index in range(MAX_STEPS):
+            if index and enough():
+                return None
+            example = runs[0][index][0]
+            data = {name: DataObject(example.kwargs[name]) for name in example.data}
+            kwargs = {name: data.get(name) or copy.deepcopy(value)
+                      for name, value in example.kwargs.items()}
+            if index:
+                reseed()
+            error = None
+            try:
+                as_run(inner, ctx, kwargs)
+            except Mismatch:
+                return None
+            except BaseException as raised:
+                if outcome(raised) is None:
+                    raise
+                error = raised
+            if not all(d.done for d in data.values()):
+                return None
+            got = PASSED if error is None else outcome(error)
+            runs = [run for run in runs if run[index][1] == got]
+            if not runs:
+                return None
+            if any(len(run) == index + 1 for run in runs):  # Hypothesis's last run: it
+                return error  # raises what this one raised (kept runs end failing)
+    return None
+
+
+def as_run(inner: Callable[..., None], ctx: Any, kwargs: dict[str, Any]) -> None:
+    """``inner(ctx, **kwargs)`` on the stack Hypothesis gives a run of the test: the recursion
+    limit 2000 frames above the frame that sets it (``ensure_free_stackframes``), and the
+    check's body as many frames below that one as under Hypothesis (whose proxy calls
+    ``recording``'s recorder, which calls ``inner``). A reply nested deep enough to reach the
+    limit as it is decoded (a student's tuple in a tuple ..., 500 deep) then reaches it at the
+    same depth replayed, followed or drawn."""
+    with internals.ensure_free_stackframes():
+        _as_recorder(inner, ctx, kwargs)
+
+
+def _as_recorder(inner: Callable[..., None], ctx: Any, kwargs: dict[str, Any]) -> None:
+    inner(ctx, **kwargs)  # the frame ``recording``'s recorder is under Hypothesis
 
 
 def _recording_draws(data: Any) -> list[tuple[Any, str, Any]]:
@@ -238,8 +363,22 @@ def adopt(known: dict[tuple, tuple[Example, ...]]) -> int:
              for (exercise, name, *rest), examples in known.items()
              if (exercise, name) in checks}
     for key, examples in found.items():
+        if TRANSCRIPT in key[-2:]:  # a failing run: only as many as one kept here, and whole
+            if (key in _RECORDED or len(_runs(key[:-2])) >= MAX_RUNS
+                    or not _is_run(examples)):
+                continue
         _RECORDED.setdefault(key, examples)
     return len(found)
+
+
+def _is_run(steps: Any) -> bool:
+    """Whether ``steps`` is a failing run as ``recording`` keeps one."""
+    return (type(steps) is tuple and 0 < len(steps) <= MAX_STEPS
+            and all(type(step) is tuple and len(step) == 2 and type(step[0]) is Example
+                    and type(step[0].kwargs) is dict and type(step[0].data) is frozenset
+                    and all(type(step[0].kwargs.get(n)) is list for n in step[0].data)
+                    and type(step[1]) is tuple for step in steps)
+            and steps[-1][1][:1] == ("failed",))
 
 
 def save_cache() -> None:

@@ -11,6 +11,7 @@ itself, in this process.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import copy
 import hashlib
 import importlib
@@ -23,6 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..sandbox import protocol
 from ..sandbox.isolation import MALFORMED, Sandbox, StudentError, WorkerLost
 from ..sandbox.worker import plain
 from .exercise import Exercise, definition_source
@@ -160,8 +162,21 @@ class Student:
             peak = sandbox.memory("VmHWM")
         return value, None if before is None or peak is None else peak - before
 
-    def _request(self, op: str, **kwargs: Any) -> Any:
+    @contextlib.contextmanager
+    def memoizing(self) -> Any:
+        """Within the block, the worker's replies are kept (``Memo``): ``memo.restart()`` and
+        the same questions again, in the same order, are answered without asking it."""
+        memo = self.__dict__["_memo"] = Memo()
         try:
+            yield memo
+        finally:
+            self.__dict__.pop("_memo", None)
+
+    def _request(self, op: str, **kwargs: Any) -> Any:
+        memo = self.__dict__.get("_memo")
+        try:
+            if memo is not None:
+                return memo.request(self._sandbox, op, kwargs)
             return self._sandbox.request(op, **kwargs)
         except StudentError as error:
             if error.not_implemented:
@@ -202,6 +217,77 @@ class Student:
             raise AttributeError(name)
         call.__name__ = name
         return call
+
+
+class Memo:
+    """The worker's replies to one check's questions while a failing run is followed
+    (``replay.followed``), served again when the check then runs under Hypothesis from its
+    start.
+
+    While it keeps (before ``restart()``), each question goes to the worker and its reply's
+    bytes are kept. After ``restart()``, a question equal (byte for byte, as the protocol
+    encodes it) to the next one kept gets that reply again, decoded anew (``Sandbox.reread``):
+    the same value, or the same StudentError raised from the same place (Hypothesis tells one
+    failure from another by where it was raised). From the first question that is not the next
+    one kept (the runs' determinism rules that out) or once every kept reply has been served,
+    every question goes to the worker, and nothing more is kept: there is no later restart. So
+    the student's code is asked each question once, in the order Hypothesis asks them, whether
+    a run was followed first or not."""
+
+    # What the replies kept while following may add up to: an honest check's are a few KB
+    # each. Past it ``full`` is True, and ``replay.followed`` stops following after the step
+    # it is in (every reply already asked is kept whatever its size: serving it is what keeps
+    # the questions the same; one reply is at most ``protocol.MAX_MESSAGE_BYTES``).
+    MAX_BYTES = 16 << 20
+
+    def __init__(self) -> None:
+        self._kept: list[tuple[bytes, bytes]] = []  # (question, the reply's bytes)
+        self._next = 0
+        self._bytes = 0
+        self.keeping = True  # asking the worker and keeping its replies
+        self.serving = False  # serving the kept replies (after ``restart()``)
+        self.served = 0  # replies given again, for tests and the bench
+
+    @property
+    def full(self) -> bool:
+        return self._bytes > self.MAX_BYTES
+
+    def restart(self) -> None:
+        self.keeping, self.serving, self._next = False, bool(self._kept), 0
+
+    def request(self, sandbox: Sandbox, op: str, kwargs: dict[str, Any]) -> Any:
+        if not (self.keeping or self.serving):
+            return sandbox.request(op, **kwargs)
+        try:
+            question = protocol.encode({"op": op, "kwargs": kwargs})
+        except Exception:  # the worker cannot be sent it either: Sandbox says why
+            question = None
+        if self.serving:
+            if question is not None and self._kept[self._next][0] == question:
+                frame = self._kept[self._next][1]
+                self._next += 1
+                self.serving = self._next < len(self._kept)
+                self.served += 1
+                return sandbox.reread(frame)
+            self.serving = False
+            return sandbox.request(op, **kwargs)
+        if question is None:
+            self.keeping = False
+            return sandbox.request(op, **kwargs)
+        try:
+            value = sandbox.request(op, **kwargs)
+        except StudentError:
+            self._keep(question, sandbox.last_frame)
+            raise
+        except BaseException:  # the worker is lost or was stopped: the check ends
+            self.keeping = False
+            raise
+        self._keep(question, sandbox.last_frame)
+        return value
+
+    def _keep(self, question: bytes, frame: bytes) -> None:
+        self._kept.append((question, frame))
+        self._bytes += len(question) + len(frame)
 
 
 # The trusted workers that run the answer key for the proxies, by grading process, key,

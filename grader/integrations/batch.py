@@ -16,6 +16,7 @@ import gc
 import hashlib
 import json
 import os
+import pickle
 import signal
 import sys
 import tempfile
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..core import engine, lanes
+from ..core import engine, lanes, replay
 from ..core.course import EXERCISES_BY_NAME, Course, load, number
 from ..sandbox import cgroups, isolation
 from ..sandbox.isolation import Limits
@@ -226,8 +227,13 @@ def _fork_grader(path: Path, reply: Path, course: Course, limits: Limits,
     code = 0
     try:  # the grader process: never returns into the batch loop
         lanes.follow_parent(parent)  # a batch that is stopped stops its graders
+        before = replay.recorded()
         row = grade_one(path, course=course, limits=limits, key_folder=key_folder)
         reply.write_text(json.dumps(row.__dict__))
+        with contextlib.suppress(Exception):  # the failing runs it kept, for the next graders
+            runs = replay.named({k for k in replay.recorded() - before if replay.TRANSCRIPT in k})
+            if runs:
+                replay.write_private(_runs_file(reply), pickle.dumps(runs, protocol=5))
     except BaseException as error:  # the kit's own failure: reported in the row
         with contextlib.suppress(Exception):
             reply.write_text(json.dumps(Row(inert.name(path.name),
@@ -237,8 +243,31 @@ def _fork_grader(path: Path, reply: Path, course: Course, limits: Limits,
         os._exit(code)
 
 
+def _runs_file(reply: Path) -> Path:
+    return reply.with_suffix(".runs")
+
+
+# What a grader's failing runs (``replay.followed``) may add to the batch: a failing attention
+# check's run is about 20 KB, and the graders forked after it follow it without drawing.
+MAX_RUNS_BYTES = 8 << 20
+
+
+def _adopt_runs(reply: Path) -> None:
+    """Keep the failing runs a grader kept (``replay.followed``), so that the graders forked
+    from now on can follow them. They change no result, only how fast one is reached: code
+    leaves a run as soon as its outcome differs, and its replies so far are served again."""
+    path = _runs_file(reply)
+    with contextlib.suppress(OSError, pickle.UnpicklingError, ValueError, TypeError, EOFError,
+                             AttributeError, ImportError, IndexError, KeyError):
+        if path.stat().st_size <= MAX_RUNS_BYTES and path.stat().st_uid == os.geteuid():
+            known = replay.read(path.read_bytes())
+            replay.adopt({k: v for k, v in known.items() if isinstance(k, tuple)
+                          and replay.TRANSCRIPT in k})
+
+
 def _collect(path: Path, status: int, reply: Path, overran: bool) -> Row:
     student = inert.name(path.name)
+    _adopt_runs(reply)
     if reply.is_file():
         with contextlib.suppress(ValueError, TypeError):
             row = Row(**json.loads(reply.read_text()))

@@ -146,6 +146,7 @@ class Sandbox:
         self._status_text = b""
         self._exit: int | None = None
         self._sequence = 0
+        self.last_frame = b""  # the bytes of the last reply (``reread``)
         self._clock: call_limit.Clock | None = None
         self._timed_out = False
         self._lost = ""  # why the worker was lost, for any request after
@@ -246,10 +247,12 @@ class Sandbox:
             def within() -> None:  # before every read of the reply, its first byte to its last
                 self._within_call_limits(start + remaining, cpu, start)
 
-            reply = protocol.recv(self._sock, start + remaining, within)
+            frame = protocol.recv_frame(self._sock, start + remaining, within)
+            reply = protocol.decode(frame)
             while self._is_question(reply):  # a proxy asks: its time is the student's
                 protocol.send(self._sock, {**self.answer(reply), "id": self._sequence})
-                reply = protocol.recv(self._sock, start + remaining, within)
+                frame = protocol.recv_frame(self._sock, start + remaining, within)
+                reply = protocol.decode(frame)
             extra = self._pending()
         except TimeoutError:
             self.used = self.limits.timeout
@@ -268,6 +271,20 @@ class Sandbox:
         if extra or not isinstance(reply, dict) or reply.get("id") != self._sequence:
             self.kill()
             raise WorkerLost(MALFORMED)
+        self.last_frame = frame
+        return self._answered(reply)
+
+    def reread(self, frame: bytes) -> Any:
+        """What ``request`` gave for the reply whose bytes were ``frame`` (its ``last_frame``
+        then), again: a new value, or the StudentError raised from the same place."""
+        try:
+            reply = protocol.decode(frame)
+        except (protocol.ProtocolError, ValueError, TypeError, OverflowError, RecursionError):
+            raise WorkerLost(MALFORMED) from None
+        return self._answered(reply)
+
+    def _answered(self, reply: dict[str, Any]) -> Any:
+        """The value of a reply, or the student's error it carries, raised (StudentError)."""
         if "fatal" in reply:
             self.kill()
             raise WorkerLost(printable(reply["fatal"], 1000))

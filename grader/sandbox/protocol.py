@@ -152,12 +152,26 @@ def recv(sock: socket.socket, deadline: float | None = None,
          wait: Callable[[], None] | None = None) -> Any:
     """Read one message; ``deadline`` is a ``time.monotonic()`` value or None to wait forever;
     ``wait`` as for ``read_exact``."""
+    return decode(recv_frame(sock, deadline, wait))
+
+
+def recv_frame(sock: socket.socket, deadline: float | None = None,
+               wait: Callable[[], None] | None = None) -> bytes:
+    """Read one message's bytes (after its length), for ``decode``; as ``recv``."""
     rest = _U64.unpack(read_exact(sock, 8, deadline, wait))[0]
     if rest > MAX_MESSAGE_BYTES + _MAX_SIZES:
         raise ProtocolError("message too large")
     if rest < 16:
         raise ProtocolError("truncated message")
-    data = memoryview(read_exact(sock, rest, deadline, wait))
+    return read_exact(sock, rest, deadline, wait)
+
+
+def decode(frame: bytes) -> Any:
+    """The message whose bytes (after its length) are ``frame``: a new value on every call."""
+    rest = len(frame)
+    if rest < 16:
+        raise ProtocolError("truncated message")
+    data = memoryview(frame)
     header_len, count = struct.unpack_from("<QQ", data)
     if header_len > MAX_HEADER_BYTES or count > MAX_BUFFERS:
         raise ProtocolError("message too large")

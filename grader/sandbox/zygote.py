@@ -306,6 +306,9 @@ def run_worker(config: dict[str, Any], options: dict[str, Any], mode: str, work_
                output_fd: int) -> None:
     """The worker: its limits, then the request loop (never returns)."""
     code = 0
+    # Held by this frame until os._exit: a socket dropped with a frame that an exception freed
+    # (a MemoryError in ``serve``) warned "unclosed socket" into the output on some runs only.
+    sock = None
     try:
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)
@@ -321,7 +324,8 @@ def run_worker(config: dict[str, Any], options: dict[str, Any], mode: str, work_
         confine.restrict(confine.Limits(timeout=options["timeout"], memory=options["memory"],
                                         processes=options["processes"]),
                          tuple(user) if user and as_root else None, config["folder"])
-        worker.serve(socket.socket(fileno=work_fd), config)
+        sock = socket.socket(fileno=work_fd)
+        worker.serve(sock, config)
     except BaseException:
         code = 70
         with contextlib.suppress(Exception):  # the kit's own failure: for the instructor
