@@ -122,13 +122,16 @@ def test_a_broken_runs_file_adds_nothing_and_stops_nothing(tmp_path):
     check = ("attention", "test_matches_torch_sdpa", "0" * 16, 10, ("cpu",))
     example = replay.Example({"x": 1}, frozenset())
     failed = ("failed", ("ValueError", "f.py", 1, (), ()))
+    made = "0" * 32  # the digest of a step's choices
     broken = [
         b"not a pickle",
         pickle.dumps({(*check, replay.TRANSCRIPT, "a"): Payload()}),
         pickle.dumps({check: (example,)}),  # a passing recording: not what a grader sends
-        pickle.dumps({(*check, replay.TRANSCRIPT, "b"): ((example, replay.PASSED),)}),
-        pickle.dumps({(*check, replay.TRANSCRIPT, "c"): ((example, failed),) * 5000}),
-        pickle.dumps({(*check, replay.TRANSCRIPT, "d"): (("not an example", failed),)}),
+        pickle.dumps({(*check, replay.TRANSCRIPT, "b"): ((example, replay.PASSED, made),)}),
+        pickle.dumps({(*check, replay.TRANSCRIPT, "c"): ((example, failed, made),) * 5000}),
+        pickle.dumps({(*check, replay.TRANSCRIPT, "d"): (("not an example", failed, made),)}),
+        pickle.dumps({(*check, replay.TRANSCRIPT, "e"): ((example, failed),)}),  # no choices
+        pickle.dumps({(*check, replay.TRANSCRIPT, "f"): ((example, failed, 7),)}),
     ]
     replay.forget()
     try:
@@ -140,7 +143,7 @@ def test_a_broken_runs_file_adds_nothing_and_stops_nothing(tmp_path):
         batches._runs_file(reply).write_bytes(b"\0" * (batches.MAX_RUNS_BYTES + 1))
         batches._adopt_runs(reply)
         assert not replay._RECORDED and not (tmp_path / "planted").exists()
-        good = pickle.dumps({(*check, replay.TRANSCRIPT, "e"): ((example, failed),)})
+        good = pickle.dumps({(*check, replay.TRANSCRIPT, "g"): ((example, failed, made),)})
         reply = tmp_path / "good.json"
         batches._runs_file(reply).write_bytes(good)
         os.chown(batches._runs_file(reply), 65534, 65534)  # as root: another user's file

@@ -570,3 +570,89 @@ def test_a_deeply_nested_reply_is_decoded_alike_followed_or_drawn(tmp_path, unsc
     followed["returned"].clear()
     assert _graded(submission) == alone
     assert any(r is None for r in followed["returned"])  # it left a run: Hypothesis ran too
+
+
+class _Scripted:
+    """A made-up student for attention's future-position check, whose answers depend on its
+    call count (``behaviour(n, q, k, v)``: "pass", "raise" or "future"), with the memo's
+    contract: after ``restart()`` each question asked before is answered as it was."""
+
+    def __init__(self, behaviour):
+        self.behaviour, self.calls, self.memo = behaviour, 0, None
+
+    @contextlib.contextmanager
+    def memoizing(self):
+        self.memo = SimpleNamespace(kept=[], keeping=True, serving=False, next=0, full=False)
+        self.memo.restart = lambda: vars(self.memo).update(
+            keeping=False, serving=bool(self.memo.kept), next=0)
+        try:
+            yield self.memo
+        finally:
+            self.memo = None
+
+    def scaled_dot_product_attention(self, q, k, v, mask=None):
+        import numpy as np
+
+        from grader.problems.attention import scaled_dot_product_attention as reference
+
+        memo, question = self.memo, (q.tobytes(), q.shape, k.tobytes(), v.tobytes())
+        if memo is not None and memo.serving and memo.kept[memo.next][0] == question:
+            answer = memo.kept[memo.next][1]
+            memo.next += 1
+            memo.serving = memo.next < len(memo.kept)
+        else:
+            if memo is not None:
+                memo.serving = False
+            self.calls += 1
+            answer = self.behaviour(self.calls, q, k, v)
+            if memo is not None and memo.keeping:
+                memo.kept.append((question, answer))
+        if answer == "raise":
+            raise ValueError("raised")
+        out, weights = reference(q, k, v, mask)
+        if answer == "future":
+            weights = weights + np.triu(np.ones(weights.shape[-2:]), 1) * 0.1
+        return out, weights
+
+
+def test_two_kept_runs_with_the_same_outcomes_but_not_the_same_draws_are_not_mixed():
+    """The second red team's chimera: two students' runs of attention's future-position check
+    share every outcome up to a step but not the draws its body asked for (it draws a position
+    only after the first call passes), so Hypothesis went on differently for each. A third
+    student who left the first run there was put on the second one's later steps, which
+    Hypothesis would never have run for it, and was told something else than alone. Runs are
+    now taken for one another only where they also made the same choices."""
+    from grader.core.course import EXERCISES_BY_NAME
+
+    check = next(c for c in EXERCISES_BY_NAME()["attention"].checks
+                 if c.name == "test_no_weight_on_future_positions")
+    seen = {}
+
+    def first(n, q, k, v):  # fails on its first failing input, raises on every other
+        if n <= 6:
+            return "pass"
+        seen.setdefault("case", (q.tobytes(), q.shape, k.tobytes(), v.tobytes()))
+        return "future" if seen["case"] == (q.tobytes(), q.shape, k.tobytes(), v.tobytes()) \
+            else "raise"
+
+    def second(n, q, k, v):
+        return "pass" if n <= 6 or not (q.any() and v.max() > 3) else "raise"
+
+    def victim(n, q, k, v):
+        return "raise" if n == 7 else second(n, q, k, v)
+
+    def told(behaviour):
+        ctx = Context(_Scripted(behaviour))
+        try:
+            check.run(ctx, examples=10)
+            error = None
+        except BaseException as raised:
+            error = repr(raised)
+        return error, engine._inputs(ctx), ctx.student.calls
+
+    alone = told(victim)
+    replay.forget()
+    told(first)
+    told(second)
+    assert len([k for k in replay._RECORDED if replay.TRANSCRIPT in k]) == 2
+    assert told(victim) == alone

@@ -6,7 +6,9 @@
 - ``InterestingOrigin``, ``failure_exceptions_to_catch``, ``StopTest``, ``UnsatisfiedAssumption``:
   how Hypothesis tells one run of a test from another (passed, invalid, or failed, and where);
   ``grader.core.replay`` follows a failing check's recorded run only while the student's code
-  gives the same outcome at every step.
+  gives the same outcome at every step. ``current_build_context`` and ``ConjectureData.nodes``:
+  the choices a run made (what else Hypothesis decides from), so two recorded runs are taken
+  for one only where they made the same.
 - ``ensure_free_stackframes``: the recursion limit Hypothesis sets for each run of a test (2000
   frames above the frame that calls it); ``grader.core.replay`` runs a replayed or followed
   example under the same one.
@@ -28,6 +30,7 @@ import hypothesis
 TESTED = ">=6.170,<6.171"  # as in pyproject.toml
 
 try:
+    from hypothesis.control import current_build_context
     from hypothesis.core import failure_exceptions_to_catch, skip_exceptions_to_reraise
     from hypothesis.errors import FailedHealthCheck, StopTest, UnsatisfiedAssumption
     from hypothesis.internal.conjecture import providers
@@ -41,6 +44,12 @@ try:
 
     for _name in ("exc_type", "filename", "lineno", "context", "group_elems"):
         InterestingOrigin.__dataclass_fields__[_name]
+    from hypothesis.internal.conjecture.choice import ChoiceNode
+    from hypothesis.internal.conjecture.data import ConjectureData
+
+    ConjectureData.nodes  # noqa: B018  (the choices a run made: replay.choices)
+    for _name in ("type", "value", "constraints", "was_forced"):
+        ChoiceNode.__dataclass_fields__[_name]
 
     for _name in ("Constants", "CONSTANTS_CACHE", "_get_local_constants"):
         getattr(providers, _name)
@@ -70,5 +79,5 @@ def reseed() -> None:
 
 
 __all__ = ["TESTED", "FailedHealthCheck", "InterestingOrigin", "StopTest", "UnsatisfiedAssumption",
-           "deterministic_PRNG", "ensure_free_stackframes", "failure_exceptions_to_catch",
-           "providers", "reseed", "skip_exceptions_to_reraise"]
+           "current_build_context", "deterministic_PRNG", "ensure_free_stackframes",
+           "failure_exceptions_to_catch", "providers", "reseed", "skip_exceptions_to_reraise"]

@@ -122,7 +122,7 @@ def recording(key: tuple, hypothesis: Any) -> Iterator[None]:
     completed; kept as a failing run (``followed``) if the block ends with the exception of
     the last example run, every step's outcome known."""
     inner = hypothesis.inner_test
-    steps: list[tuple[Example, tuple | None]] = []
+    steps: list[tuple[Example, tuple | None, str | None]] = []
     last: list[BaseException | None] = [None]
 
     def recorder(ctx: Any, **kwargs: Any) -> None:
@@ -136,10 +136,10 @@ def recording(key: tuple, hypothesis: Any) -> Iterator[None]:
         try:
             inner(ctx, **kwargs)
         except BaseException as error:
-            steps.append((example, outcome(error)))
+            steps.append((example, outcome(error), choices()))
             last[0] = error
             raise
-        steps.append((example, PASSED))
+        steps.append((example, PASSED, choices()))
         last[0] = None
 
     hypothesis.inner_test = recorder
@@ -153,23 +153,25 @@ def recording(key: tuple, hypothesis: Any) -> Iterator[None]:
         hypothesis.inner_test = inner
     # Only a run that passed reaches here, and in a run that passed, an example that raised
     # was one Hypothesis discarded (an unmet assumption, an overrun).
-    if key not in _RECORDED and steps and all(o == PASSED for _, o in steps):
-        _RECORDED[key] = tuple(example for example, _ in steps)
+    if key not in _RECORDED and steps and all(o == PASSED for _, o, _ in steps):
+        _RECORDED[key] = tuple(example for example, _, _ in steps)
 
 
 # -- a failing check's run, followed -----------------------------------------------------------
 # Hypothesis, derandomized, with no deadline and no health checks, decides what to run next
-# from the outcomes of the runs so far and nothing else: whether the example passed, was
-# invalid (an unmet assumption), or failed, and then with what and where (its
-# ``InterestingOrigin``). So a failing check's run, kept step by step with each outcome, is
-# what Hypothesis will run again for any code that gives the same outcomes: the same examples
-# in the same order, shrinking to the same smallest one, whose exception it raises. Another
-# student's code with the same mistake follows such a run to its end without Hypothesis
-# drawing or shrinking anything (2.6 ms per attention example drawn, about 340 runs to shrink
-# one failure). Code whose outcome differs at some step leaves the run there, and the check
-# runs under Hypothesis from its start; the replies given so far are served again
-# (``student.Memo``), so the student's code is asked each question once, in Hypothesis's
-# order, as if nothing had been followed.
+# from the runs so far and nothing else: the choices each made (the examples' values, and the
+# draws the check's body asked for, which may depend on the student's replies) and its
+# outcome: whether the example passed, was invalid (an unmet assumption), or failed, and then
+# with what and where (its ``InterestingOrigin``). So a failing check's run, kept step by step,
+# is what Hypothesis will run again for any code that makes the body ask the same draws and
+# gives the same outcomes: the same examples in the same order, shrinking to the same smallest
+# one, whose exception it raises. Another student's code with the same mistake follows such a
+# run to its end without Hypothesis drawing or shrinking anything (2.6 ms per attention
+# example drawn, about 340 runs to shrink one failure). Code whose outcome (or draws) differ
+# at some step leaves the run there, for another run kept with the same choices and outcomes
+# up to that step, or for Hypothesis, which runs the check from its start; the replies given
+# so far are served again (``student.Memo``), so the student's code is asked each question
+# once, in Hypothesis's order, as if nothing had been followed.
 PASSED = ("passed",)
 TRANSCRIPT = "run"
 MAX_STEPS = 2000  # a run longer than this is not kept (Hypothesis's shrink of one failure:
@@ -190,6 +192,17 @@ def outcome(error: BaseException) -> tuple | None:
     return ("failed", _plain(internals.InterestingOrigin.from_exception(error)))
 
 
+def choices() -> str | None:
+    """A digest of the choices the run of the test in progress has made (each one's type,
+    value, constraints and whether it was forced; floats by their bits), or None outside one."""
+    try:
+        nodes = internals.current_build_context().data.nodes
+    except Exception:
+        return None
+    made = [(n.type, n.value, repr(n.constraints), n.was_forced) for n in nodes]
+    return hashlib.sha256(pickle.dumps(made, protocol=5)).hexdigest()[:32]
+
+
 def _plain(origin: Any) -> tuple:
     """An ``InterestingOrigin`` as plain data (a recording holds nothing else)."""
     kind = origin.exc_type
@@ -198,12 +211,12 @@ def _plain(origin: Any) -> tuple:
             tuple(_plain(member) for member in origin.group_elems))
 
 
-def _keep_run(key: tuple, steps: list[tuple[Example, tuple | None]]) -> None:
+def _keep_run(key: tuple, steps: list[tuple[Example, tuple | None, str | None]]) -> None:
     if not steps or len(steps) > MAX_STEPS or steps[-1][1] in (None, PASSED, ("invalid",)):
         return
-    if any(o is None for _, o in steps) or len(_runs(key)) >= MAX_RUNS:
+    if any(o is None or c is None for _, o, c in steps) or len(_runs(key)) >= MAX_RUNS:
         return
-    path = repr(tuple(o for _, o in steps)).encode()
+    path = repr(tuple((o, c) for _, o, c in steps)).encode()
     _RECORDED.setdefault((*key, TRANSCRIPT, hashlib.sha256(path).hexdigest()[:16]),
                          tuple(steps))
 
@@ -213,7 +226,7 @@ def has_runs(key: tuple) -> bool:
     return bool(_runs(key))
 
 
-def _runs(key: tuple) -> list[tuple[tuple[Example, tuple], ...]]:
+def _runs(key: tuple) -> list[tuple[tuple[Example, tuple, str], ...]]:
     """The failing runs kept for ``key``, in the order they were kept."""
     n = len(key)
     return [steps for k, steps in _RECORDED.items()
@@ -252,8 +265,11 @@ def followed(key: tuple, inner: Callable[..., None], ctx: Any,
                 error = raised
             if not all(d.done for d in data.values()):
                 return None
-            got = PASSED if error is None else outcome(error)
-            runs = [run for run in runs if run[index][1] == got]
+            # The code asked for the draws of runs[0] (or it would have left above): the run it
+            # is on made these choices, and another kept run is the same so far only if it
+            # made them too (two runs can share every outcome and not their choices).
+            got, made = PASSED if error is None else outcome(error), runs[0][index][2]
+            runs = [run for run in runs if run[index][1] == got and run[index][2] == made]
             if not runs:
                 return None
             if any(len(run) == index + 1 for run in runs):  # Hypothesis's last run: it
@@ -374,10 +390,10 @@ def adopt(known: dict[tuple, tuple[Example, ...]]) -> int:
 def _is_run(steps: Any) -> bool:
     """Whether ``steps`` is a failing run as ``recording`` keeps one."""
     return (type(steps) is tuple and 0 < len(steps) <= MAX_STEPS
-            and all(type(step) is tuple and len(step) == 2 and type(step[0]) is Example
+            and all(type(step) is tuple and len(step) == 3 and type(step[0]) is Example
                     and type(step[0].kwargs) is dict and type(step[0].data) is frozenset
                     and all(type(step[0].kwargs.get(n)) is list for n in step[0].data)
-                    and type(step[1]) is tuple for step in steps)
+                    and type(step[1]) is tuple and type(step[2]) is str for step in steps)
             and steps[-1][1][:1] == ("failed",))
 
 
