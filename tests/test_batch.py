@@ -105,10 +105,10 @@ def test_a_graders_failing_runs_are_followed_by_the_graders_forked_after_it(tmp_
     assert len(told) == 1
 
 
-def test_a_broken_runs_file_adds_nothing_and_stops_nothing(tmp_path):
+def test_a_broken_runs_file_adds_nothing_and_stops_nothing(tmp_path, monkeypatch):
     """What the batch reads from a grader is checked before it is kept: a file that is not a
-    recording, holds code to run, is too big, is another user's, or holds anything but whole
-    failing runs adds nothing."""
+    recording, holds code to run, is too big, is another user's, holds anything but whole
+    failing runs, or would take the batch's runs past their cap adds nothing."""
     import os
     import pickle
 
@@ -150,6 +150,13 @@ def test_a_broken_runs_file_adds_nothing_and_stops_nothing(tmp_path):
         batches._adopt_runs(reply)
         assert not replay._RECORDED
         os.chown(batches._runs_file(reply), os.geteuid(), os.getegid())
+        batches._adopt_runs(reply)
+        assert len(replay._RECORDED) == 1
+        # Past the batch's cap on runs in all, no more are kept.
+        more = pickle.dumps({(*check, replay.TRANSCRIPT, "h"): ((example, failed, made),)})
+        monkeypatch.setattr(batches, "MAX_BATCH_RUNS_BYTES",
+                            batches._ADOPTED[0] + len(more) - 1)
+        batches._runs_file(reply).write_bytes(more)
         batches._adopt_runs(reply)
         assert len(replay._RECORDED) == 1
     finally:

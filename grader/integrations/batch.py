@@ -175,6 +175,7 @@ def run(
     if paths is None:
         paths = find_submissions(Path(root), progress if progress is not None else sys.stderr)
     jobs = max(1, jobs or os.cpu_count() or 1)
+    _ADOPTED[0] = 0
     preload(course, key_folder)
     gc.freeze()  # the graders only read what is loaded now: no collection copies its pages
     huge_pages()  # each grader a fork of it: a third of the fork's cost (zygote.huge_pages)
@@ -248,8 +249,13 @@ def _runs_file(reply: Path) -> Path:
 
 
 # What a grader's failing runs (``replay.followed``) may add to the batch: a failing attention
-# check's run is about 20 KB, and the graders forked after it follow it without drawing.
+# check's run is about 20 KB, and the graders forked after it follow it without drawing. A
+# class's runs stop being kept past MAX_BATCH_RUNS_BYTES in all (a class of students failing
+# many checks, each differently and at length, would otherwise fill this process, and every
+# grader forked from it): later students are graded as before, by Hypothesis.
 MAX_RUNS_BYTES = 8 << 20
+MAX_BATCH_RUNS_BYTES = 256 << 20
+_ADOPTED = [0]  # the bytes of the side files kept so far in this batch
 
 
 def _adopt_runs(reply: Path) -> None:
@@ -259,10 +265,13 @@ def _adopt_runs(reply: Path) -> None:
     path = _runs_file(reply)
     with contextlib.suppress(OSError, pickle.UnpicklingError, ValueError, TypeError, EOFError,
                              AttributeError, ImportError, IndexError, KeyError):
-        if path.stat().st_size <= MAX_RUNS_BYTES and path.stat().st_uid == os.geteuid():
+        size = path.stat().st_size
+        if (size <= MAX_RUNS_BYTES and _ADOPTED[0] + size <= MAX_BATCH_RUNS_BYTES
+                and path.stat().st_uid == os.geteuid()):
             known = replay.read(path.read_bytes())
             replay.adopt({k: v for k, v in known.items() if isinstance(k, tuple)
                           and replay.TRANSCRIPT in k})
+            _ADOPTED[0] += size
 
 
 def _collect(path: Path, status: int, reply: Path, overran: bool) -> Row:
