@@ -570,6 +570,7 @@ def test_a_deeply_nested_reply_is_decoded_alike_followed_or_drawn(tmp_path, unsc
     followed["returned"].clear()
     assert _graded(submission) == alone
     assert any(r is None for r in followed["returned"])  # it left a run: Hypothesis ran too
+    assert followed["served"] > 0  # the deep reply among them: decoded again, not copied
 
 
 class _Scripted:
