@@ -99,9 +99,7 @@ def replayed(key: tuple, inner: Callable[..., None], ctx: Any) -> bool | None:
         return None
     with deterministic_PRNG():  # each example seeded as Hypothesis seeds it (reseed)
         for index, example in enumerate(examples):
-            data = {name: DataObject(example.kwargs[name]) for name in example.data}
-            kwargs = {name: data.get(name) or copy.deepcopy(value)
-                      for name, value in example.kwargs.items()}
+            data, kwargs = _arguments(example)
             if index:
                 reseed()
             try:
@@ -249,18 +247,17 @@ def followed(key: tuple, inner: Callable[..., None], ctx: Any,
             if index and enough():
                 return None
             example = runs[0][index][0]
-            data = {name: DataObject(example.kwargs[name]) for name in example.data}
-            kwargs = {name: data.get(name) or copy.deepcopy(value)
-                      for name, value in example.kwargs.items()}
+            data, kwargs = _arguments(example)
             if index:
                 reseed()
-            error = None
+            error, got = None, PASSED
             try:
                 as_run(inner, ctx, kwargs)
             except Mismatch:
                 return None
             except BaseException as raised:
-                if outcome(raised) is None:
+                got = outcome(raised)
+                if got is None:
                     raise
                 error = raised
             if not all(d.done for d in data.values()):
@@ -268,13 +265,21 @@ def followed(key: tuple, inner: Callable[..., None], ctx: Any,
             # The code asked for the draws of runs[0] (or it would have left above): the run it
             # is on made these choices, and another kept run is the same so far only if it
             # made them too (two runs can share every outcome and not their choices).
-            got, made = PASSED if error is None else outcome(error), runs[0][index][2]
+            made = runs[0][index][2]
             runs = [run for run in runs if run[index][1] == got and run[index][2] == made]
             if not runs:
                 return None
             if any(len(run) == index + 1 for run in runs):  # Hypothesis's last run: it
                 return error  # raises what this one raised (kept runs end failing)
     return None
+
+
+def _arguments(example: Example) -> tuple[dict[str, DataObject], dict[str, Any]]:
+    """A recorded example's data objects, and the keyword arguments to run it with (fresh
+    copies: a check may change what it is given)."""
+    data = {name: DataObject(example.kwargs[name]) for name in example.data}
+    return data, {name: data.get(name) or copy.deepcopy(value)
+                  for name, value in example.kwargs.items()}
 
 
 def as_run(inner: Callable[..., None], ctx: Any, kwargs: dict[str, Any]) -> None:
