@@ -265,9 +265,10 @@ def _adopt_runs(reply: Path) -> None:
     path = _runs_file(reply)
     with contextlib.suppress(OSError, pickle.UnpicklingError, ValueError, TypeError, EOFError,
                              AttributeError, ImportError, IndexError, KeyError):
-        size = path.stat().st_size
+        found = path.stat()
+        size = found.st_size
         if (size <= MAX_RUNS_BYTES and _ADOPTED[0] + size <= MAX_BATCH_RUNS_BYTES
-                and path.stat().st_uid == os.geteuid()):
+                and found.st_uid == os.geteuid()):
             known = replay.read(path.read_bytes())
             replay.adopt({k: v for k, v in known.items() if isinstance(k, tuple)
                           and replay.TRANSCRIPT in k})
