@@ -91,7 +91,10 @@ class StudentError(Exception):
         return bool(self.info.get("not_implemented"))
 
     def describe(self) -> str:
-        text = f"{self.info.get('type')}: {self.info.get('message')}"
+        """``Type: message (at file line N, in f: code)``; ``Type (at ...)`` when the message is
+        empty (a bare ``assert``)."""
+        message = self.info.get("message")
+        text = f"{self.info.get('type')}: {message}" if message else str(self.info.get("type"))
         where = self.info.get("where") or []
         if where:  # an error of autograd's engine: the forward line whose gradient failed
             how = "in the backward pass of" if self.info.get("backward") is True else "at"

@@ -139,6 +139,14 @@ def run_backward(y: Any, grad: Any, again: Any) -> None:
         raise
 
 
+# torch's advice, in an autograd error, to run its anomaly mode or to read the traceback that
+# mode prints: the kit ran it (``run_backward``) and names the student's line itself, and the
+# worker's output is not what the student reads.
+ANOMALY_ADVICE = re.compile(
+    r"\s*Hint: (?:enable anomaly detection to find the operation that failed to compute its "
+    r"gradient, with torch\.autograd\.set_detect_anomaly\([^)]*\)\.|the backtrace further "
+    r"above shows the operation that failed to compute its gradient\. The variable in question "
+    r"was changed in there or anywhere later\. Good luck!)")
 # A frame of the forward call that torch's anomaly mode reports: (file, line, function, code).
 ANOMALY_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<name>[^\n]+)\n'
                            r"(?: {4}(?P<code>[^\n]*))?")
@@ -375,9 +383,12 @@ def _describe(error: BaseException, folder: Path, exercise: str) -> dict[str, An
                and _in_folder(str(f[0]), folder)]
     where = [f"{Path(file).name} line {line}, in {name}: {str(code).strip()}"
              for file, line, name, code in own]
+    message = str(error)
+    if isinstance(forward, list):  # the kit ran the anomaly mode that torch's advice asks for
+        message = ANOMALY_ADVICE.sub("", message)
     return {
         "type": type(error).__name__,
-        "message": str(error)[:1000],
+        "message": message[:1000],
         "value_error": isinstance(error, ValueError),
         "not_implemented": isinstance(error, NotImplementedError)
                            and _raised_by(error, folder / f"{exercise}.py"),
