@@ -331,7 +331,7 @@ def test_rows_are_recorded_as_they_come_and_a_failed_grader_says_how_many_were_n
     found = notebook.Answers(files={"softmax": "pass\n"}, duplicated=[], sources={})
     subs = [Submission(name, tmp_path, found=found) for name in ("aaa", "bbb")]
     taken = []
-    with pytest.raises(AutogradeError, match="1 of 2 notebooks were not recorded"):
+    with pytest.raises(AutogradeError, match="1 of 2 notebooks was not recorded"):
         nbgrader_autograde.grade(subs, [tmp_path / "course"], jobs=1, course=COURSE,
                                  key_folder=tmp_path / "key", limits=None, progress=None,
                                  on_graded=taken.append)

@@ -247,4 +247,4 @@ def test_slurm_writes_an_array_of_shards_and_a_merge_after_it(tmp_path, capsys):
     record(Row("ada", "empty"))
     assert cli.main(["slurm", str(tmp_path / "class"), "--shards", "4", "--out", str(out),
                      "--submit"]) == 2  # before sbatch: merge would mix the two runs
-    assert "already holds 1 student(s)' results" in capsys.readouterr().err
+    assert "already holds 1 student's results" in capsys.readouterr().err

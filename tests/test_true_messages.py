@@ -9,7 +9,17 @@ is left out; and a count of one takes the singular. The messages the student rea
 
 from __future__ import annotations
 
+import ast
+import re
+
+import numpy as np
+import pytest
+from submission_tools import KIT
 from test_true_feedback import IN_PLACE_EXP, key_with, line_of, run_checks
+
+from grader.core.assertions import CheckFailed, assert_close, assert_equal
+from grader.core.engine import CheckResult, ExerciseResult, SubmissionResult
+from grader.integrations import exports, gradescope, report
 
 
 # -- what the student's code raised -----------------------------------------------------------
@@ -33,3 +43,68 @@ def test_torch_advice_to_run_anomaly_mode_is_left_out():
     assert "anomaly" not in feedback and "Hint:" not in feedback
     assert "is at version 2; expected version 1 instead. (in the backward pass of mha.py line " \
            f"{line}, in forward: weights = scores.exp_())" in feedback
+
+
+# -- a count of one ---------------------------------------------------------------------------
+def _one_check(passed: bool, hidden: bool = False) -> ExerciseResult:
+    check = CheckResult("softmax", "test_rows", "Rows sum to 1.", 0 if hidden else 1, 1, hidden,
+                        passed, "" if passed else "Failed: no")
+    return ExerciseResult("softmax", 1, checks=[check])
+
+
+def test_a_count_of_one_takes_the_singular():
+    assert report.status(_one_check(False)) == "1 check failing"
+    result = SubmissionResult("s", {"softmax": _one_check(True)}, key_present=False,
+                              hidden_points_skipped=1)
+    assert "1 more point comes from hidden checks your instructor runs." in report.render(result)
+    hidden = SubmissionResult("s", {"softmax": _one_check(False, hidden=True)}, True)
+    assert gradescope.visible_summary(hidden) == (
+        "Visible checks: 0 / 0 points. 1 more point comes from checks shown when grades are "
+        "published.")
+    assert exports.issue_lines({"not_in_roster": ["ann"], "no_submission": ["bob"]}) == [
+        "1 submission folder not in the roster (exported without an id): ann",
+        "1 roster entry without a submission (exported with a blank score): bob"]
+    assert "(1 of 1 entry off)" in str(pytest.raises(
+        CheckFailed, assert_close, np.array([1.0]), np.array([0.0])).value)
+    assert "(1 of 2 entries differs)" in str(pytest.raises(
+        CheckFailed, assert_equal, np.array([True, True]), np.array([True, False])).value)
+
+
+HAND_MADE_PLURAL = re.compile(r"[a-z]\((?:s|es|y/ies|ies)\)")
+
+
+def test_no_plural_is_built_by_hand():
+    """No text the kit writes says "check(s)" or "entr(y/ies)": a count's noun is chosen
+    (``grader.core.plural``)."""
+    found = []
+    for path in sorted((KIT / "grader").rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and \
+                    HAND_MADE_PLURAL.search(node.value) and not _docstring(tree, node):
+                found.append(f"{path.relative_to(KIT)}:{node.lineno}: {node.value.strip()[:60]}")
+    assert found == []
+
+
+def _docstring(tree: ast.AST, constant: ast.Constant) -> bool:
+    return any(isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef))
+               and ast.get_docstring(node, clean=False) == constant.value
+               for node in ast.walk(tree))
+
+
+def test_the_handout_and_notebook_count_their_exercises_and_points(tmp_path):
+    """A course of one exercise worth one point: "1 exercise, 1 point", not "1 exercises, 1
+    points"."""
+    import json
+
+    from grader.core.course import EXERCISES_BY_NAME, load
+    from grader.integrations import handout, notebook
+
+    course_file = tmp_path / "course.toml"
+    course_file.write_text("".join(
+        f"[exercises.{name}]\n" + ("points = 1\n" if name == "softmax" else "enabled = false\n")
+        for name in EXERCISES_BY_NAME()))
+    course = load(course_file)
+    assert "You implement 1 file in `exercises/`" in handout.readme(course)
+    text = json.dumps(notebook.notebook(course=course))
+    assert "1 exercise, 1 point." in text and "## 1. `softmax` (1 point)" in text

@@ -27,6 +27,7 @@ import numpy as np
 
 from ..sandbox.isolation import StudentError
 from .course import DEFAULT_TOLERANCES
+from .plural import counted, noun
 
 _TOLERANCES: ContextVar[dict[str, tuple[float, float]]] = ContextVar(
     "tolerances", default=DEFAULT_TOLERANCES)
@@ -197,9 +198,11 @@ def mismatch(g: np.ndarray, e: np.ndarray, bad: np.ndarray, *, dtype: np.dtype,
         if np.isnan(g[index]) and np.isnan(e[index]):  # both sides went through one NaN
             due = "where a number is due: the value it is compared with is NaN as well"
         lines = [f"{what}: got {g[index]:.{digits}g}{where}, {due} "
-                 f"({int(bad.sum())} of {bad.size} entries off)"]
+                 f"({int(bad.sum())} of {counted(bad.size, 'entry', 'entries')} off)"]
         if broken.any():
-            lines.append(f"{int(broken.sum())} of the entries off are NaN or infinite.")
+            if bad.sum() > 1:  # else the entry named above is the one
+                lines.append(f"{int(broken.sum())} of the entries off "
+                             f"{noun(broken.sum(), 'is', 'are')} NaN or infinite.")
             return "\n".join(lines)
         relative = np.where(e != 0, error / np.abs(e), np.where(error > 0, np.inf, 0.0))
         lines.append(f"Largest error {error.max():.2g} absolute, {relative.max():.2g} relative; "
@@ -224,7 +227,9 @@ def assert_equal(got: Any, expected: Any, what: str = "the result") -> None:
         raise CheckFailed(f"{what}: got dtype {got.dtype}, expected bool")
     if not np.array_equal(got, expected):
         wrong = got != expected
-        raise CheckFailed(f"{what} is wrong ({int(np.sum(wrong))} of {wrong.size} entries differ)",
+        raise CheckFailed(f"{what} is wrong ({int(np.sum(wrong))} of "
+                          f"{counted(wrong.size, 'entry', 'entries')} "
+                          f"{noun(np.sum(wrong), 'differs', 'differ')})",
                           expected=expected, got=got)
 
 

@@ -22,6 +22,8 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .plural import noun
+
 if TYPE_CHECKING:  # not imported: the course is read without Hypothesis (pytest's collection)
     from .exercise import Exercise
 
@@ -149,12 +151,14 @@ def parse(data: dict[str, Any], path: Path | None = None,
     where = str(path) if path else "course"
     known = EXERCISES_BY_NAME() if known is None else known
     unknown = set(data) - {"course", "exercises"}
-    _require(not unknown, where, f"unknown table(s) {sorted(unknown)}; expected [course] and "
+    _require(not unknown, where, f"unknown {noun(len(unknown), 'table')} {sorted(unknown)}; "
+             "expected [course] and "
              "[exercises.NAME]")
     course = data.get("course", {})
     _require(isinstance(course, dict), where, "[course] must be a table")
     _require(not set(course) - COURSE_KEYS, where,
-             f"unknown [course] key(s) {sorted(set(course) - COURSE_KEYS)}")
+             f"unknown [course] {noun(len(set(course) - COURSE_KEYS), 'key')} "
+             f"{sorted(set(course) - COURSE_KEYS)}")
     examples = course.get("examples", 10)
     _require(type(examples) is int and examples >= 1, where,
              "course.examples must be a positive integer")

@@ -49,6 +49,7 @@ from pathlib import Path
 
 from ..core.course import KIT_ROOT as ROOT
 from ..core.course import load
+from ..core.plural import counted
 from .bench_profile import breakdown, breakdowns, torch_import  # noqa: F401  (breakdown: bench's)
 
 # The same figures for the kit before its workers were made to hold no answer, no torch (NumPy
@@ -318,11 +319,13 @@ def class_scale(size: int = 200, jobs: int = 2, kit: Path = ROOT) -> dict[str, f
     print(f"CPU per submission:     {cpu / size:6.2f} s (target < 1.2 s), against "
           f"{single_cpu:.2f} s for one `grader grade` ({figures['cpu_ratio']:.2f}x"
           + (f"; {BEFORE['class_cpu']:.2f} s before)" if kit == ROOT else ")"))
-    print(f"projected for 200 on {jobs} idle cores: {200 * cpu / size / jobs:6.0f} s")
+    print(f"projected for 200 on {counted(jobs, 'idle core')}: "
+          f"{200 * cpu / size / jobs:6.0f} s")
     print(f"class report:           {report:6.2f} s, {100 * report / wall:.1f}% of the batch "
           "time (target < 5%; `grader report` from its --json-dir, a fresh process)")
     print(f"similar submissions:    {alike:6.2f} s, {100 * alike / wall:.1f}% of the batch "
-          f"time (target < 10%; every file made distinct, {flagged} pairs flagged)")
+          f"time (target < 10%; every file made distinct, {counted(flagged, 'pair')} "
+          "flagged)")
     top = ", ".join(f"{m} {e['count']}" for m, e in list(summary["misconceptions"].items())[:3])
     print(f"top misconceptions:     {top or 'none'}")
     return figures
@@ -420,7 +423,7 @@ def notebook_class(size: int = 200, jobs: int = 2, plain: int = 4) -> dict[str, 
         figures.update({"plain_per_notebook": plain_wall / plain, "plain_cpu": plain_cpu / plain,
                         "small_per_notebook": small_wall / plain, "small_cpu": small_cpu / plain})
         print(f"plain nbgrader autograde:   {plain_wall / plain:6.2f} s per notebook "
-              f"({plain_cpu / plain:.2f} s CPU; {plain} notebooks, serial)")
+              f"({plain_cpu / plain:.2f} s CPU; {counted(plain, 'notebook')}, serial)")
         print(f"isolated autograde, same:   {small_wall / plain:6.2f} s per notebook "
               f"({small_cpu / plain:.2f} s CPU; the same {plain}, --jobs {jobs}, start-up "
               "included)")
@@ -429,7 +432,8 @@ def notebook_class(size: int = 200, jobs: int = 2, plain: int = 4) -> dict[str, 
           f"({cpu / size:.2f} s CPU; {wall:.0f} s for {size}, --jobs {jobs}; "
           f"{BEFORE['notebooks_wall']:.0f} s before){faster}")
     plain_line = f", plain {200 * plain_wall / plain:6.0f} s" if plain > 0 else ""
-    print(f"projected for 200 on {jobs} idle cores: isolated {200 * cpu / size / jobs:6.0f} s "
+    print(f"projected for 200 on {counted(jobs, 'idle core')}: isolated "
+          f"{200 * cpu / size / jobs:6.0f} s "
           f"(target < 200 s){plain_line}")
     return figures
 

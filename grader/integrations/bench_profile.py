@@ -267,6 +267,7 @@ def _print(figures: dict[str, float], notes: list[str], baseline: float) -> None
 
 def breakdowns() -> None:
     """The three tables: the whole answer key, its six core exercises, softmax alone."""
+    from ..core.plural import counted
     from .bench import ROOT, core_submission
 
     # A student's second `make grade`: the first run recorded the examples (build/replay/).
@@ -275,7 +276,8 @@ def breakdowns() -> None:
     load1 = os.getloadavg()[0]
     print(f"where grading time goes (a fresh process each, the exercises one after another "
           f"so that the parts add up, where `grade` grades them side by side; the examples a "
-          f"first run recorded, replayed; load average {load1:.1f} on {os.cpu_count()} cores "
+          f"first run recorded, replayed; load average {load1:.1f} on "
+          f"{counted(os.cpu_count() or 1, 'core')} "
           f"before)")
     with tempfile.TemporaryDirectory(prefix="attention-kit-bench-") as tmp:
         core = core_submission(Path(tmp) / "key")

@@ -11,6 +11,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
+from ..core.plural import counted
 from .similarity import html_section
 
 BLUE, GREEN, RED, AMBER, GREY, INK = "#3b6ea5", "#2e8b57", "#c0504d", "#d9962b", "#9aa5b1", "#222"
@@ -90,7 +91,7 @@ def histogram_svg(name: str, stats: dict[str, Any], width: float = 320,
         h = plot_h * b["count"] / peak
         x = left + i * step
         body.append(_rect(x + 1, top + plot_h - h, step - 2, h, GREEN if full else BLUE,
-                          f"{name}: {b['count']} student(s) scored {span}"))
+                          f"{name}: {counted(b['count'], 'student')} scored {span}"))
         if b["count"] and step >= 18:  # room for the count above the bar
             body.append(_text(x + step / 2, top + plot_h - h - 3, str(b["count"]),
                               anchor="middle", size=10))
@@ -125,7 +126,7 @@ def misconceptions_svg(summary: dict[str, Any], width: float = 1000) -> str:
     graded = max(summary["class"]["graded"], 1)
     peak = max([m["count"] for _, m in items] + [1])
     return _hbars([(mid, m["count"] / peak, f"{m['count']} ({100 * m['count'] / graded:.0f}%)",
-                    RED, f"{mid}: {m['count']} of {graded} graded students")
+                    RED, f"{mid}: {m['count']} of {counted(graded, 'graded student')}")
                    for mid, m in items], 260, width, "misconceptions, most common first",
                   "misconceptions")
 
@@ -166,10 +167,10 @@ def render(summary: dict[str, Any]) -> str:
            '<meta name="viewport" content="width=device-width, initial-scale=1">',
            "<title>Class report</title><style>", STYLE, "</style></head><body>",
            "<h1>Class report</h1>",
-           f'<p class="lead">{klass["students"]} submissions, {klass["graded"]} graded. Total '
-           f'out of {klass["points_possible"]}: mean {total.get("mean", "-")}, median '
-           f'{total.get("median", "-")}; {len(summary["misconceptions"])} misconception(s) '
-           "diagnosed.</p>"]
+           f'<p class="lead">{counted(klass["students"], "submission")}, {klass["graded"]} '
+           f'graded. Total out of {klass["points_possible"]}: mean {total.get("mean", "-")}, '
+           f'median {total.get("median", "-")}; '
+           f'{counted(len(summary["misconceptions"]), "misconception")} diagnosed.</p>']
     if summary.get("limits_missing"):
         out += ["<p>Graded without per-worker cgroups, so these limits were missing:</p><ul>",
                 *(f"<li>{escape(m)}</li>" for m in summary["limits_missing"]), "</ul>"]
@@ -209,7 +210,7 @@ def render(summary: dict[str, Any]) -> str:
 
 
 def _figure(name: str, stats: dict[str, Any], width: float = 320, height: float = 150) -> str:
-    caption = (f"<b>{escape(name)}</b> ({stats['points_possible']} points): "
+    caption = (f"<b>{escape(name)}</b> ({counted(stats['points_possible'], 'point')}): "
                f"{stats['graded']} graded")
     if stats["graded"]:
         caption += (f", mean {stats['mean']}, median {stats['median']}, "
@@ -224,8 +225,9 @@ def _mistakes(summary: dict[str, Any]) -> list[str]:
     out = ["<h2>Each misconception: its hint and who showed it</h2>"]
     for mid, m in summary["misconceptions"].items():
         where = ", ".join(f"{escape(e)} ({n})" for e, n in m["exercises"].items())
-        out += [f'<section class="mistake"><h3><code>{escape(mid)}</code>: {m["count"]} '
-                f"student(s)</h3>", f'<p class="hint">{escape(m["hint"])}</p>',
+        out += [f'<section class="mistake"><h3><code>{escape(mid)}</code>: '
+                f'{counted(m["count"], "student")}</h3>',
+                f'<p class="hint">{escape(m["hint"])}</p>',
                 f'<p class="muted">Named in: {where}</p>',
                 f"<details open><summary>Students ({m['count']})</summary>"
                 f"{_names_list(m['students'])}</details></section>"]

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..core.course import Course, number
+from ..core.plural import counted
 from . import inert
 from . import similarity as alike
 from .batch import Row
@@ -266,7 +267,8 @@ def markdown(summary: dict[str, Any]) -> str:
     """The summary in a few tables, for a terminal or an email."""
     klass, total = summary["class"], summary["total"]
     lines = ["# Class report", "",
-             f"{klass['students']} submissions, {klass['graded']} graded. Total out of "
+             f"{counted(klass['students'], 'submission')}, {klass['graded']} graded. "
+             "Total out of "
              f"{klass['points_possible']}: mean {total.get('mean', '-')}, median "
              f"{total.get('median', '-')}.", ""]
     if summary.get("limits_missing"):

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from ..core.course import Course, CourseError, load
+from ..core.plural import counted
 from ..sandbox.call_limit import CALL_WALL
 from ..sandbox.isolation import GiB, Limits
 
@@ -101,7 +102,8 @@ def _batch(args: argparse.Namespace) -> int:
     paths = batch.find_submissions(Path(args.dir))
     if shard is not None:
         paths = shards.select(paths, shard)
-        print(f"{shard} ({shard.source}): {len(paths)} submission(s)", file=sys.stderr)
+        print(f"{shard} ({shard.source}): {counted(len(paths), 'submission')}",
+              file=sys.stderr)
     rows = batch.run(args.dir, jobs=args.jobs, limits=_limits(args), course=course,
                      key_folder=None if args.no_key else engine.DEFAULT_KEY, paths=paths,
                      isolation=found.label(args.trust_submissions),
@@ -148,7 +150,8 @@ def write_class(rows: list[Row], course: Course, args: argparse.Namespace,
     class_report.finish(rows, course, report_dir=args.report, roster=roster, csv_path=args.csv,
                         exports=args.export, assignment=args.assignment, similar=similar)
     graded = sum(row.status == "graded" for row in rows)
-    print(f"{graded} of {len(rows)} submissions graded; wrote {args.csv}", file=sys.stderr)
+    print(f"{graded} of {counted(len(rows), 'submission')} graded; wrote {args.csv}",
+          file=sys.stderr)
 
 
 def _merge(args: argparse.Namespace) -> int:

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.course import Course, number
+from ..core.plural import counted, noun
 from . import inert
 from .batch import Row, columns
 
@@ -65,16 +66,18 @@ def load_roster(path: str | os.PathLike[str]) -> Roster:
         raise RosterError(f"cannot read the roster {path}: {error}") from None
     missing = [c for c in ROSTER_COLUMNS if c not in header]
     if missing:
-        raise RosterError(f"the roster {path} has no {', '.join(missing)} column (its header "
+        raise RosterError(f"the roster {path} has no {', '.join(missing)} "
+                          f"{noun(len(missing), 'column')} (its header "
                           f"must hold {','.join(ROSTER_COLUMNS)}; other columns are kept)")
     repeated = sorted(c for c, n in Counter(header).items() if n > 1)
     if repeated:
-        raise RosterError(f"the roster {path} repeats the column(s) {', '.join(repeated)}")
+        raise RosterError(f"the roster {path} repeats the {noun(len(repeated), 'column')} "
+                          f"{', '.join(repeated)}")
     entries = []
     for number_, row in enumerate(lines, start=2):
         if len(row) > len(header):
-            raise RosterError(f"the roster {path}, data row {number_}: {len(row)} cells for "
-                              f"{len(header)} columns")
+            raise RosterError(f"the roster {path}, data row {number_}: {counted(len(row), 'cell')} "
+                              f"for {counted(len(header), 'column')}")
         cells = [cell.strip() for cell in row] + [""] * (len(header) - len(row))
         entries.append(dict(zip(header, cells)))
     return Roster(header, entries)
@@ -130,10 +133,12 @@ def issue_lines(issues: dict[str, Any]) -> list[str]:
     """The roster's problems, one sentence each (empty when there are none)."""
     lines = []
     if issues.get("not_in_roster"):
-        lines.append(f"{len(issues['not_in_roster'])} submission folder(s) not in the roster "
+        lines.append(f"{counted(len(issues['not_in_roster']), 'submission folder')} not in the "
+                     "roster "
                      f"(exported without an id): {', '.join(issues['not_in_roster'])}")
     if issues.get("no_submission"):
-        lines.append(f"{len(issues['no_submission'])} roster entr(y/ies) without a submission "
+        lines.append(f"{counted(len(issues['no_submission']), 'roster entry', 'roster entries')}"
+                     " without a submission "
                      f"(exported with a blank score): {', '.join(issues['no_submission'])}")
     for folder, ids in issues.get("duplicate_folders", {}).items():
         lines.append(f"the roster lists folder {folder} {len(ids)} times (ids "

@@ -19,6 +19,7 @@ from typing import Any
 
 from ..core.course import KIT_ROOT as ROOT
 from ..core.course import SECRET_FILE, course_secret, load, number
+from ..core.plural import counted, noun
 
 BUNDLE = ROOT / "dist" / "gradescope-autograder.zip"
 FIXED_TIME = (2020, 1, 1, 0, 0, 0)  # zip entries carry no build time: the same input, same bytes
@@ -194,10 +195,11 @@ def visible_summary(result: Any) -> str:
     checks = [c for e in result.exercises.values() for c in e.checks]
     shown = [c for c in checks if not c.hidden]
     line = (f"Visible checks: {number(sum(c.points for c in shown))} / "
-            f"{number(sum(c.max_points for c in shown))} points.")
+            f"{counted(number(sum(c.max_points for c in shown)), 'point')}.")
     later = number(sum(c.max_points for c in checks if c.hidden))
     if later:
-        line += f" {later} more points come from checks shown when grades are published."
+        line += (f" {counted(later, 'more point')} {noun(later, 'comes', 'come')} from checks "
+                 "shown when grades are published.")
     return line
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ..core.course import KIT_ROOT as ROOT
 from ..core.course import Course, load
+from ..core.plural import counted
 from .stubs import stub_sources
 
 DEFAULT_TARGET = ROOT / "dist" / "handout"
@@ -80,7 +81,7 @@ clean:
 README = """\
 # attention-kit: multi-head attention, exercise by exercise
 
-You implement {count} files in `exercises/`, in this order: {core}. Each stub has the exact
+You implement {count} in `exercises/`, in this order: {core}. Each stub has the exact
 signature and a docstring with the shapes, dtypes and errors it must raise; replace each
 `raise NotImplementedError(...)` with your code.
 
@@ -121,8 +122,9 @@ def readme(course: Course) -> str:
     if bonus:
         files = ", ".join(f"`{e.filename}`" for e in bonus)
         extra = (f"The bonus track ({files}) is optional: it is graded when you fill it in and "
-                 f"reported apart from the {course.total():g} points.\n")
-    return README.format(count=len(course.names("core")), core=core, bonus=extra)
+                 f"reported apart from the {counted(course.total(), 'point')}.\n")
+    return README.format(count=counted(len(course.names("core")), "file"), core=core,
+                         bonus=extra)
 
 
 def build(target: Path = DEFAULT_TARGET, course: Course | None = None) -> Path:

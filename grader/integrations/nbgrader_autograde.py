@@ -33,6 +33,7 @@ from typing import Any, TextIO
 
 from ..core.course import KIT_ROOT, Course, load
 from ..core.engine import DEFAULT_KEY
+from ..core.plural import counted, noun
 from ..sandbox.isolation import Limits
 from . import hide, inert, kernel
 from . import notebook as nbfile
@@ -161,7 +162,8 @@ def grade(subs: list[Submission], hidden: list[Path], *, jobs: int | None, cours
                     time.sleep(0.1)
         if not done:
             raise AutogradeError("the grading process failed (see above); "
-                                 f"{len(readable)} of {total} notebooks were not recorded")
+                                 f"{len(readable)} of {counted(total, 'notebook')} "
+                                 f"{noun(len(readable), 'was', 'were')} not recorded")
     for sub in readable.values():  # a submission the batch found nothing in
         _take(sub, None, on_graded)
 
@@ -262,5 +264,5 @@ def summary(subs: list[Submission]) -> str:
         score = "" if sub.score is None else f"{sub.score} / {sub.max_score}"
         lines.append(f"{sub.student:<{width}}{score:<13}{sub.status}")
     graded = sum(s.results is not None for s in subs)
-    lines += ["-" * (width + 50), f"{graded} of {len(subs)} notebooks graded"]
+    lines += ["-" * (width + 50), f"{graded} of {counted(len(subs), 'notebook')} graded"]
     return "\n".join(lines)

@@ -22,6 +22,7 @@ from typing import Any
 
 from ..core.course import COURSE_ENV, Course, number
 from ..core.engine import CheckResult, ExerciseResult
+from ..core.plural import counted
 from . import kernel
 from . import notebook as nbfile
 
@@ -98,7 +99,8 @@ def check_course(layout: Layout, course: Course) -> None:
         wanted = number(sum(points[c.name] for c in spec.checks if c.hidden == hidden))
         if abs(wanted - max_score) > 1e-9:
             raise AutogradeError(
-                f"test cell {cell!r} is worth {number(max_score)} points in the gradebook and "
+                f"test cell {cell!r} is worth {counted(number(max_score), 'point')} in the "
+                "gradebook and "
                 f"{wanted} in {course.path}: autograde with the course file the notebook was "
                 "built with (--course-file), or rebuild and regenerate the assignment")
 

@@ -22,6 +22,7 @@ from typing import Any
 from ..core.course import COURSE_ENV, DEFAULT_COURSE, EXERCISES_BY_NAME, Course, load, number
 from ..core.course import KIT_ROOT as ROOT
 from ..core.exercise import Exercise
+from ..core.plural import counted
 from . import inert
 from .kernel import CELL_TIMEOUT, EXERCISE_TIMEOUT, exercise_file
 
@@ -116,7 +117,7 @@ def _introduction(index: int, spec: Exercise, summary: str, course: Course) -> s
     topic = summary.split(":", 1)[-1].strip()
     names = ", ".join(f"`{f}`" for f in spec.functions)
     lines = [
-        f"## {index}. `{spec.name}` ({course.points(spec.name)} points)",
+        f"## {index}. `{spec.name}` ({counted(course.points(spec.name), 'point')})",
         "",
         f"{topic[:1].upper()}{topic[1:]} Define {names} in the cell below, keeping the "
         "signatures and the contracts in the docstrings. The test cell after it checks these "
@@ -133,7 +134,7 @@ def _introduction(index: int, spec: Exercise, summary: str, course: Course) -> s
 
 TITLE = """# Multi-head attention, from softmax to a KV cache
 
-{count} exercises, {points} points. Each has an answer cell that starts with
+{count}, {points}. Each has an answer cell that starts with
 `%%exercise NAME`: write your code there (the first line must stay) and run it. The cell is
 saved as the file `NAME.py` and graded on its own: the other exercises are replaced by the
 kit's reference versions, so one mistake costs one exercise. Run the test cell under it to see
@@ -149,7 +150,7 @@ from grader.integrations.kernel import score"""
 
 BONUS_TITLE = """# Bonus: what modern models run
 
-{count} exercises, {points} points, graded apart from the core assignment: sliding-window
+{count}, {points}, graded apart from the core assignment: sliding-window
 and padding masks, attention's backward pass by hand, grouped-query attention and decoding
 with a KV cache. Answer cells start with `%%exercise NAME` as in the core notebook; they may
 use the core exercises' names (`MultiHeadAttention`, `kv_cache_mask`, ...), which the grader
@@ -163,7 +164,7 @@ def notebook(solutions: Path = ROOT / "solutions", course: Course | None = None,
     course = course or load()
     exercises = course.exercises(track)
     title = (TITLE if track == "core" else BONUS_TITLE).format(
-        count=len(exercises), points=course.total(track))
+        count=counted(len(exercises), "exercise"), points=counted(course.total(track), "point"))
     setup = SETUP
     if course.path is not None and course.path != DEFAULT_COURSE.resolve():
         setup += f"\n%env {COURSE_ENV}={course.path}"  # the kernel grades with this course

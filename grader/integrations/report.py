@@ -11,6 +11,7 @@ from typing import Any
 
 from ..core.diagnose import feedback_line
 from ..core.engine import ExerciseResult, SubmissionResult
+from ..core.plural import counted, noun
 from . import inert
 
 
@@ -22,7 +23,7 @@ def status(e: ExerciseResult) -> str:
     if e.not_implemented:
         return "not implemented yet"
     failed = [c for c in e.checks if not c.passed]
-    return "all checks pass" if not failed else f"{len(failed)} check(s) failing"
+    return "all checks pass" if not failed else f"{counted(len(failed), 'check')} failing"
 
 
 def _tests(result: SubmissionResult) -> list[dict[str, Any]]:
@@ -125,7 +126,8 @@ def _core_table(result: SubmissionResult) -> list[str]:
     if not result.key_present:
         lines.append(
             f"\n(No answer key here: graded on the public property and torch checks. "
-            f"{result.hidden_points_skipped} more points come from hidden checks your "
+            f"{counted(result.hidden_points_skipped, 'more point')} "
+            f"{noun(result.hidden_points_skipped, 'comes', 'come')} from hidden checks your "
             "instructor runs.)"
         )
     return lines

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from ..core.plural import counted
 from . import inert
 from .batch import Row, find_submissions
 
@@ -199,7 +200,8 @@ def merge(results: str | os.PathLike[str], submissions: str | os.PathLike[str],
         found[student] = row
     stray = sorted(set(found) - set(names))
     if stray and warnings is not None:
-        warnings.write(f"warning: left out {len(stray)} result(s) of no submission folder in "
+        warnings.write(f"warning: left out {counted(len(stray), 'result')} of no submission "
+                       "folder in "
                        f"{submissions}: {', '.join(stray)}\n")
     count = _planned(folder) or (max(counts, key=lambda n: (counts[n], n)) if counts else None)
     rows = []

@@ -27,6 +27,7 @@ import sys
 from pathlib import Path
 
 from ..core.engine import KIT_ROOT
+from ..core.plural import noun
 from . import shards
 
 GRADE = "grade.sbatch"
@@ -113,7 +114,8 @@ def main(args: argparse.Namespace) -> int:
     out = Path(args.out).resolve()
     earlier = shards.recorded(out / "results")
     if args.submit and earlier:
-        raise ValueError(f"{out / 'results'} already holds {earlier} student(s)' results of an "
+        whose = noun(earlier, "student's", "students'")
+        raise ValueError(f"{out / 'results'} already holds {earlier} {whose} results of an "
                          "earlier run, which merge would take as this run's: choose another "
                          f"--out, or remove {out / 'results'} (to rerun one task K: sbatch "
                          f"--array=K {out / GRADE})")

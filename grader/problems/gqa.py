@@ -26,6 +26,7 @@ from ..core.assertions import (
 from ..core.delegation import ATTENTION_RULE
 from ..core.diagnose import mistaken
 from ..core.exercise import Exercise
+from ..core.plural import counted
 from ..core.strategies import FLOAT_DTYPES, Seeded, allowed_somewhere, seeds
 from ..sandbox.worker import BadReturn, linears, load_state, plain, seed_cpu
 from .mha import MultiHeadAttention, with_weights
@@ -206,7 +207,7 @@ def test_parameter_count(ctx):
             expected += (2 * d_model + 2 * kv_width) if bias else 0
             count = ctx.student.gqa_build(d_model, n_head, n_kv_head, bias)["count"]
             if count != expected:
-                raise CheckFailed(f"{count} parameters, expected {expected}")
+                raise CheckFailed(f"{counted(count, 'parameter')}, expected {expected}")
 
 
 @EX.check(points=1, prop="Keys and values take 2*n_kv_head*d_head numbers per token: the KV "
@@ -218,7 +219,8 @@ def test_kv_cache_per_token_shrinks_by_group_size(ctx):
         per_token = sum(built["linears"].get(n, {}).get("out", d_model) for n in ("wk", "wv"))
         if per_token * n_head != 2 * d_model * n_kv_head:
             raise CheckFailed(
-                f"a token caches {per_token} numbers (wk and wv outputs); multi-head attention "
+                f"a token caches {counted(per_token, 'number')} (wk and wv outputs); "
+                "multi-head attention "
                 f"caches {2 * d_model}, so expected {2 * d_model} * {n_kv_head} / {n_head} = "
                 f"{2 * d_model * n_kv_head // n_head}")
 

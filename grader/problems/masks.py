@@ -18,6 +18,7 @@ from ..core.assertions import (
 )
 from ..core.diagnose import mistaken
 from ..core.exercise import Exercise
+from ..core.plural import counted
 from ..core.strategies import floats_array
 from .attention import causal_mask, scaled_dot_product_attention
 
@@ -102,7 +103,7 @@ def test_each_row_allows_the_most_recent_keys(ctx, case):
         expected = ~sliding_window_mask(case.t, case.window)[i]
         if not np.array_equal(~mask[i], expected):
             raise CheckFailed(
-                f"row {i} allows {int((~mask[i]).sum())} keys, expected "
+                f"row {i} allows {counted(int((~mask[i]).sum()), 'key')}, expected "
                 f"min(i + 1, window) = {min(i + 1, case.window)}: keys {i - expected.sum() + 1}"
                 f"..{i}", expected=~expected, got=mask[i])
 

@@ -18,6 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from grader.core.course import load  # noqa: E402
+from grader.core.plural import noun  # noqa: E402
 from zoo.catalog import ENTRIES, KEY, grade_many  # noqa: E402
 
 COURSE = load(KEY.parent / "course.toml")
@@ -54,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     unknown = sorted(set(args.exercise) - set(COLUMNS))
     if unknown:
-        parser.error(f"unknown exercise(s) {', '.join(unknown)}: one of {', '.join(COLUMNS)}")
+        parser.error(f"unknown {noun(len(unknown), 'exercise')} "
+                     f"{', '.join(unknown)}: one of {', '.join(COLUMNS)}")
     entries = select(args.exercise)
 
     graded = grade_many(entries, processes=args.processes)

@@ -24,6 +24,7 @@ from ...core.assertions import (
 )
 from ...core.delegation import ATTENTION_RULE
 from ...core.exercise import Exercise
+from ...core.plural import counted
 from ...core.strategies import SEEDS, allowed_somewhere, floats_array, seeded_grid
 from ...sandbox.worker import BadReturn, linears, load_state, plain, run_backward, seed_cpu
 from ..attention import causal_mask
@@ -242,7 +243,8 @@ def test_parameter_count_independent_of_heads(ctx):
             count = ctx.student.mha_build(d_model, n_head, bias)["count"]
             expected = 4 * d_model**2 + (4 * d_model if bias else 0)
             if count != expected:
-                raise CheckFailed(f"{count} parameters with n_head={n_head}, expected {expected}")
+                raise CheckFailed(f"{counted(count, 'parameter')} with n_head={n_head}, "
+                                  f"expected {expected}")
 
 
 @EX.check(points=6, prop="y and per-head weights match nn.MultiheadAttention with the same "
