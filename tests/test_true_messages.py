@@ -16,10 +16,50 @@ import numpy as np
 import pytest
 from submission_tools import KIT
 from test_true_feedback import IN_PLACE_EXP, key_with, line_of, run_checks
+from zoo.catalog import BY_NAME
 
 from grader.core.assertions import CheckFailed, assert_close, assert_equal
 from grader.core.engine import CheckResult, ExerciseResult, SubmissionResult
 from grader.integrations import exports, gradescope, report
+
+
+# -- the values printed ---------------------------------------------------------------------------
+def test_a_nan_beside_the_students_own_nan_prints_no_expected_value():
+    """A softmax with no exp() gives 0 / 0 for the logits [0]; the shift check compares it with
+    its own answer, NaN as well: the line names the NaN, and no "Expected: [nan] (float64)"
+    claims that NaN was what the grader expected."""
+    source = BY_NAME["softmax_no_exp"].source()
+    check = "test_invariant_to_adding_a_constant"
+    feedback = run_checks("softmax", source, [check])[check].feedback
+    assert "Failed: softmax(logits + c): got nan at index (0,), where a number is due: the " \
+           "value it is compared with is NaN as well (1 of 1 entry off)" in feedback
+    assert "Expected:" not in feedback and "Got:" not in feedback
+    message = str(pytest.raises(CheckFailed, assert_close, np.array([0.5, 0.5]),
+                                np.array([np.nan, 0.5]), what="softmax(logits + c)").value)
+    assert "got 0.5 at index (0,), where the value it is compared with is NaN, and a number " \
+           "is due (1 of 2 entries off)" in message
+    assert "expected nan" not in message
+
+
+def test_every_entry_named_as_off_prints_differently():
+    """An epsilon in the denominator: the entry named as off printed as "0.105506228523" on
+    both the Expected and the Got line (another entry, within the tolerance, set the digits)."""
+    source = BY_NAME["softmax_epsilon"].source()
+    check = "test_matches_torch_softmax"
+    feedback = run_checks("softmax", source, [check])[check].feedback
+    assert "Failed: the result: got 0.1055062285233 at index (1, 2), expected 0.1055062285229 " \
+           "(2 of 6 entries off)" in feedback
+    expected = re.search(r"^Expected: \[\[.*, (\S+)\]\] \(float64", feedback, re.M)[1]
+    got = re.search(r"^Got:      \[\[.*, (\S+)\]\] \(float64", feedback, re.M)[1]
+    assert (expected, got) == ("0.1055062285229", "0.1055062285233")
+
+
+def test_the_largest_error_is_that_of_an_entry_off():
+    """1e-10 against 2e-10 is within atol, 100% relative: it is no error the tolerance counts,
+    and the line about the tolerance quoted it."""
+    message = str(pytest.raises(CheckFailed, assert_close, np.array([2e-10, 1.000001]),
+                                np.array([1e-10, 1.0])).value)
+    assert "Largest error 1e-06 absolute, 1e-06 relative" in message
 
 
 # -- what the student's code raised -----------------------------------------------------------

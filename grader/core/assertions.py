@@ -44,11 +44,16 @@ def tolerances(table: dict[str, tuple[float, float]]) -> Iterator[None]:
 
 
 class CheckFailed(AssertionError):
-    def __init__(self, message: str, *, expected: Any = None, got: Any = None):
+    """A check's failure: its message, and the expected and got values to print beside it.
+    ``off``: which entries of them the check found off (a boolean array of their shape), for
+    ``fmt_pair``; None when every entry that differs is off."""
+
+    def __init__(self, message: str, *, expected: Any = None, got: Any = None, off: Any = None):
         super().__init__(message)
         self.message = message
         self.expected = expected
         self.got = got
+        self.off = off
 
 
 # float64's rounding of a short computation on bounded inputs. A softmax of logits in
@@ -137,11 +142,31 @@ def digits_to_tell_apart(a: Any, b: Any, *, start: int = 4) -> int:
     return 17
 
 
-def fmt_pair(expected: Any, got: Any) -> tuple[str, str]:
-    """``expected`` and ``got`` printed with the same, smallest number of digits that shows
-    that they differ (4 at least)."""
-    digits = digits_to_tell_apart(expected, got)
+def fmt_pair(expected: Any, got: Any, off: Any = None) -> tuple[str, str]:
+    """``expected`` and ``got`` printed with the same, smallest number of digits (4 at least)
+    that shows each entry that is off as different: the entries ``off`` marks (a boolean array
+    of their shape), or every entry that differs. An entry within the tolerance may print
+    alike; one named as off never does."""
+    digits = 4
+    try:
+        e, g = (np.atleast_1d(a) for a in np.broadcast_arrays(np.asarray(expected),
+                                                            np.asarray(got)))
+        marked = ~_same_values(e, g)
+        if off is not None:
+            marked &= np.atleast_1d(np.broadcast_to(off, np.shape(expected)))
+        for index in np.argwhere(marked)[:64]:  # more are summarised: printed in part
+            digits = max(digits, digits_to_tell_apart(e[tuple(index)], g[tuple(index)]))
+    except (ValueError, TypeError):  # shapes that do not pair, values that do not compare
+        digits = digits_to_tell_apart(expected, got)
     return fmt(expected, digits), fmt(got, digits)
+
+
+def _same_values(e: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """Equal entries, NaN beside NaN included."""
+    same = np.asarray(e == g)
+    if e.dtype.kind in "fc" and g.dtype.kind in "fc":
+        same = same | (np.isnan(e) & np.isnan(g))
+    return same
 
 
 def as_array(value: Any, what: str) -> np.ndarray:
@@ -174,8 +199,11 @@ def assert_close(
     g, e = got.astype(np.float64), expected.astype(np.float64)
     bad = ~np.isclose(g, e, rtol=rtol, atol=atol, equal_nan=False)
     if bad.any():
-        raise CheckFailed(mismatch(g, e, bad, dtype=np.dtype(dtype), got_dtype=got.dtype,
-                                   what=what, rounding=rounding), expected=expected, got=got)
+        message = mismatch(g, e, bad, dtype=np.dtype(dtype), got_dtype=got.dtype, what=what,
+                           rounding=rounding)
+        if np.isnan(e).any():  # no expectation (a value of the student's own, say): no pair
+            raise CheckFailed(message)
+        raise CheckFailed(message, expected=expected, got=got, off=bad)
 
 
 def mismatch(g: np.ndarray, e: np.ndarray, bad: np.ndarray, *, dtype: np.dtype,
@@ -197,6 +225,8 @@ def mismatch(g: np.ndarray, e: np.ndarray, bad: np.ndarray, *, dtype: np.dtype,
         due = f"expected {e[index]:.{digits}g}"
         if np.isnan(g[index]) and np.isnan(e[index]):  # both sides went through one NaN
             due = "where a number is due: the value it is compared with is NaN as well"
+        elif np.isnan(e[index]):  # what it is compared with is no expectation: a NaN
+            due = "where the value it is compared with is NaN, and a number is due"
         lines = [f"{what}: got {g[index]:.{digits}g}{where}, {due} "
                  f"({int(bad.sum())} of {counted(bad.size, 'entry', 'entries')} off)"]
         if broken.any():
@@ -205,7 +235,10 @@ def mismatch(g: np.ndarray, e: np.ndarray, bad: np.ndarray, *, dtype: np.dtype,
                              f"{noun(broken.sum(), 'is', 'are')} NaN or infinite.")
             return "\n".join(lines)
         relative = np.where(e != 0, error / np.abs(e), np.where(error > 0, np.inf, 0.0))
-        lines.append(f"Largest error {error.max():.2g} absolute, {relative.max():.2g} relative; "
+        # of the entries off: a tiny entry within atol may be off by 100% relative, and say
+        # nothing of them
+        lines.append(f"Largest error {error[bad].max():.2g} absolute, "
+                     f"{relative[bad].max():.2g} relative; "
                      f"the {dtype.name} tolerance allows |got - expected| <= {atol:g} + {rtol:g} "
                      "* |expected|" + (" (float64 rounding: this computation needs no more)"
                                        if (rtol, atol) != tolerance(dtype) else ""))
@@ -230,7 +263,7 @@ def assert_equal(got: Any, expected: Any, what: str = "the result") -> None:
         raise CheckFailed(f"{what} is wrong ({int(np.sum(wrong))} of "
                           f"{counted(wrong.size, 'entry', 'entries')} "
                           f"{noun(np.sum(wrong), 'differs', 'differ')})",
-                          expected=expected, got=got)
+                          expected=expected, got=got, off=wrong)
 
 
 def assert_matches_key(got: Any, expected: Any, *, dtype: Any = np.float64,

@@ -209,7 +209,7 @@ def _failure_text(
     if shown:
         lines.append(f"Smallest failing input: {shown}")
     if failure is not None and failure.expected is not None and failure.got is not None:
-        expected, got = assertions.fmt_pair(failure.expected, failure.got)
+        expected, got = assertions.fmt_pair(failure.expected, failure.got, failure.off)
         lines += [f"Expected: {expected}", f"Got:      {got}"]
     return "\n".join(lines)
 

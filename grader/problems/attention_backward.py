@@ -130,7 +130,7 @@ def test_matches_finite_differences(ctx, case):
         if bad.any():
             index = tuple(int(i) for i in np.argwhere(bad)[0])
             raise CheckFailed(f"{name}{list(index)} is {grad[index]:.6g}, finite differences give "
-                              f"{numeric[index]:.6g}", expected=numeric, got=grad)
+                              f"{numeric[index]:.6g}", expected=numeric, got=grad, off=bad)
 
 
 @EX.check(points=2, prop="Blocked pairs pass no gradient: a key blocked for every query gets "

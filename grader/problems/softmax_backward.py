@@ -93,7 +93,7 @@ def test_matches_finite_differences(ctx, case):
     bad = np.abs(got - numeric) > 1e-6 + 1e-5 * np.abs(numeric)
     if bad.any():
         raise CheckFailed("the gradient disagrees with finite differences", expected=numeric,
-                          got=got)
+                          got=got, off=bad)
 
 
 @EX.check(points=2, prop="The gradient sums to zero along `axis` (the softmax ignores shifts).")
