@@ -16,11 +16,87 @@ import numpy as np
 import pytest
 from submission_tools import KIT
 from test_true_feedback import IN_PLACE_EXP, key_with, line_of, run_checks
-from zoo.catalog import BY_NAME
+from zoo.catalog import BY_NAME, build
 
 from grader.core.assertions import CheckFailed, assert_close, assert_equal
-from grader.core.engine import CheckResult, ExerciseResult, SubmissionResult
+from grader.core.engine import CheckResult, ExerciseResult, SubmissionResult, grade_submission
 from grader.integrations import exports, gradescope, report
+
+
+# -- a module that lacks a weight ---------------------------------------------------------------
+def test_a_projection_without_its_bias_costs_only_the_checks_it_breaks(tmp_path):
+    """``self.wo = nn.Linear(d_model, d_model, bias=False)`` whatever ``bias`` asks scored 2/25:
+    permutation, causality, rows summing to one and the per-head mask, which no bias can
+    break, each said "your code raised BadReturn: wo.bias is missing or has another shape than
+    (1,)", and no mistake was named. It loses the checks that need the bias (the layers, the
+    parameter count, the comparisons with nn.MultiheadAttention and the key), each says what
+    the module lacks, and the mistake is named."""
+    entry = BY_NAME["mha_output_bias_missing"]
+    graded = grade_submission(build(entry, tmp_path), exercises=["mha"]).results["mha"]
+    failed = {c.name: c.feedback for c in graded.checks if not c.passed}
+    assert graded.score == 10 and graded.misconceptions == ["projection-bias-missing"]
+    assert set(failed) == {"test_has_four_linear_projections",
+                           "test_parameter_count_independent_of_heads",
+                           "test_matches_torch_multihead_attention", "test_gradients_match_torch",
+                           "test_mha_matches_answer_key"}
+    lacks = ("Failed: MultiHeadAttention(1, 1, bias=True) has no wo.bias, so this example's "
+             "weights cannot be loaded into it")
+    for name in ("test_matches_torch_multihead_attention", "test_gradients_match_torch",
+                 "test_mha_matches_answer_key"):
+        assert lacks in failed[name]
+    assert "Failed: self.wo is Linear(6, 6, bias=False), expected Linear(6, 6, bias=True)" in \
+        failed["test_has_four_linear_projections"]
+    assert "Failed: 612 parameters with n_head=1, expected 624" in \
+        failed["test_parameter_count_independent_of_heads"]
+    hint = ("Likely mistake (projection-bias-missing): with bias=True every projection has a "
+            "bias: build each of wq, wk, wv and wo as nn.Linear(d_model, d_model, bias=bias).")
+    assert all(hint in text for text in failed.values())
+    assert not any("BadReturn" in c.feedback or "raised" in c.feedback for c in graded.checks)
+
+
+def test_weights_of_another_shape_are_named_not_raised():
+    """Projections that grow with the heads: every check that loads the example's weights said
+    "your code raised BadReturn: wq.weight is missing or has another shape than (2, 2)"."""
+    source = BY_NAME["mha_params_grow"].source()
+    check = "test_token_permutation_equivariance"
+    feedback = run_checks("mha", source, [check])[check].feedback
+    assert "Failed: MultiHeadAttention(2, 2, bias=False) has weights of other shapes than this " \
+           "example's (wq.weight (4, 2) for (2, 2), wk.weight (4, 2) for (2, 2), wv.weight " \
+           "(4, 2) for (2, 2), wo.weight (2, 4) for (2, 2)), so this example's weights cannot " \
+           "be loaded into it" in feedback
+    assert "raised" not in feedback
+
+
+# A module with no projections at all, which returns its input and uniform weights: it meets
+# permutation, causality and rows summing to one whatever it is given. Were the checks to run a
+# module without the weights it lacks (as they run one without a bias it lacks), it would take
+# their 6 points, and the informative inputs, whose weights it cannot take either, would not
+# see that it ignores its input.
+WEIGHTLESS = """\
+import torch
+from torch import nn
+
+
+class MultiHeadAttention(nn.Module):
+    def __init__(self, d_model, n_head, bias=False):
+        super().__init__()
+        self.n_head = n_head
+
+    def forward(self, x, mask=None):
+        b, t, _ = x.shape
+        return x.clone(), torch.full((b, self.n_head, t, t), 1.0 / t, dtype=x.dtype)
+"""
+
+
+def test_a_module_without_its_projections_gets_no_property_points():
+    checks = ["test_token_permutation_equivariance",
+              "test_causal_later_token_never_changes_earlier_output",
+              "test_weights_per_head_rows_sum_to_one"]
+    results = run_checks("mha", WEIGHTLESS, checks)
+    for name in checks:
+        assert not results[name].passed, name
+        assert "has no wq.weight, wk.weight, wv.weight or wo.weight, so this example's " \
+               "weights cannot be loaded into it" in results[name].feedback
 
 
 # -- the values printed ---------------------------------------------------------------------------

@@ -6,6 +6,7 @@ passes only if it passes on all of them.
 
 from __future__ import annotations
 
+import re
 from typing import NamedTuple
 
 import numpy as np
@@ -96,29 +97,45 @@ def mha_build(module, d_model, n_head, bias):
 
 
 @EX.operation
-def mha_forward(module, d_model, n_head, bias, state, x, mask=None, grad_y=None, device="cpu"):
+def mha_forward(module, d_model, n_head, bias, state, x, mask=None, grad_y=None, device="cpu",
+                skip_missing=False):
     """The student's module with ``state`` loaded, forward on ``x`` (and backward of
     ``grad_y``): y, the weights, and dL/dx and the weights' gradients when asked (None for one
-    that no gradient reached)."""
+    that no gradient reached).
 
-    def forward():
+    A weight of ``state`` that the module lacks or holds in another shape is no error of its
+    code: the reply is then ``{"unloaded": {key: "missing" or "shape (..)"}}`` (``loaded``
+    says what it lacks), unless ``skip_missing`` and every one is a bias it lacks: then the
+    module runs without them, as it was built (for a property that holds whatever the biases).
+    A module that lacks a projection's weight never runs on weights of its own."""
+
+    def build():
         seed_cpu(0)
         built = module.MultiHeadAttention(d_model, n_head, bias=bias)
         built = built.to(device=device, dtype=torch.from_numpy(x).dtype)
-        load_state(built, state)
+        unloaded = load_state(built, state, report=True)
+        if skip_missing and all(key.endswith(".bias") and why == "missing"
+                                for key, why in unloaded.items()):
+            unloaded = {}
+        return built, unloaded
+
+    def forward(built):
         tx = torch.from_numpy(x).to(device).requires_grad_(grad_y is not None)
         result = built(tx) if mask is None else built(tx, torch.from_numpy(mask).to(device))
         if not isinstance(result, tuple) or len(result) != 2:
             raise BadReturn("forward must return a tuple (y, weights)")
         if not all(isinstance(r, torch.Tensor) for r in result):
             raise BadReturn("forward must return two tensors (y, weights)")
-        return built, tx, result
+        return tx, result
 
-    built, tx, (y, weights) = forward()
+    built, unloaded = build()
+    if unloaded:
+        return {"unloaded": unloaded}
+    tx, (y, weights) = forward(built)
     reply = {"y": plain(y, "y"), "weights": plain(weights, "weights")}
     if grad_y is not None:
         run_backward(y, torch.from_numpy(grad_y).to(device=y.device, dtype=y.dtype),
-                     again=lambda: forward()[2][0])
+                     again=lambda: forward(build()[0])[1][0])
         reply["dx"] = None if tx.grad is None else plain(tx.grad, "dx")
         grads = {}
         for key in state:
@@ -204,10 +221,35 @@ def torch_reference(case: MHA, device: str = "cpu", grad_y: np.ndarray | None = 
     return out
 
 
-def run_student(ctx, case: MHA, device: str = "cpu", grad_y=None) -> dict:
-    got = ctx.student.mha_forward(
-        case.d_model, case.n_head, case.bias, case.state, case.x, case.mask, grad_y, device
-    )
+UNLOADED = re.compile(r"missing|shape \((\d+, )*\d*,?\)")
+
+
+def loaded(reply, case: MHA):
+    """``mha_forward``'s reply, once the case's weights were loaded into the student's module;
+    where they could not be, a failure that says what the module lacks (its code raised
+    nothing: "your code raised" would not be true)."""
+    unloaded = reply.get("unloaded") if isinstance(reply, dict) else None
+    if unloaded is None:
+        return reply
+    built = f"MultiHeadAttention({case.d_model}, {case.n_head}, bias={case.bias})"
+    if not (isinstance(unloaded, dict) and unloaded and set(unloaded) <= set(case.state)
+            and all(isinstance(v, str) and UNLOADED.fullmatch(v) for v in unloaded.values())):
+        raise CheckFailed(f"the weights of this example could not be loaded into {built}")
+    lacks = [key for key in case.state if unloaded.get(key) == "missing"]
+    shaped = [f"{key} {unloaded[key][len('shape '):]} for {case.state[key].shape}"
+              for key in case.state if unloaded.get(key, "missing") != "missing"]
+    missing = ", ".join(lacks[:-1]) + " or " * (len(lacks) > 1) + "".join(lacks[-1:])
+    has = " and ".join(([f"no {missing}"] if lacks else []) + (
+        [f"weights of other shapes than this example's ({', '.join(shaped)})"] if shaped else []))
+    raise CheckFailed(f"{built} has {has}, so this example's weights cannot be loaded into it")
+
+
+def run_student(ctx, case: MHA, device: str = "cpu", grad_y=None, *,
+                skip_missing: bool = False) -> dict:
+    """The student's module on ``case``; ``skip_missing``: a property check, which a bias the
+    module lacks cannot break (it runs without it)."""
+    got = loaded(ctx.student.mha_forward(case.d_model, case.n_head, case.bias, case.state,
+                                         case.x, case.mask, grad_y, device, skip_missing), case)
     b, t, c = case.x.shape
     assert_shape(got["y"], (b, t, c), "y")
     if got["weights"].shape == (b, t, t) and case.n_head > 1:
@@ -280,8 +322,8 @@ def test_gradients_match_torch(ctx, case):
 @given(case=mha_case(dtypes=(np.float64,), with_mask=False), data=st.data())
 def test_token_permutation_equivariance(ctx, case, data):
     perm = np.array(data.draw(st.permutations(range(case.x.shape[1])), label="perm"))
-    base = run_student(ctx, case)
-    moved = run_student(ctx, case._replace(x=case.x[:, perm]))
+    base = run_student(ctx, case, skip_missing=True)
+    moved = run_student(ctx, case._replace(x=case.x[:, perm]), skip_missing=True)
     assert_close(moved["y"], base["y"][:, perm], what="y for permuted tokens")
     assert_close(moved["weights"], base["weights"][:, :, perm][:, :, :, perm],
                  what="the weights for permuted tokens")
@@ -297,8 +339,8 @@ def test_causal_later_token_never_changes_earlier_output(ctx, case, data):
     position = data.draw(st.integers(0, t - 1), label="changed position")
     changed = case.x.copy()
     changed[:, position] += 1.5
-    base = run_student(ctx, case)
-    after = run_student(ctx, case._replace(x=changed))
+    base = run_student(ctx, case, skip_missing=True)
+    after = run_student(ctx, case._replace(x=changed), skip_missing=True)
     assert_close(after["y"][:, :position], base["y"][:, :position],
                  what=f"outputs before position {position}")
 
@@ -306,7 +348,7 @@ def test_causal_later_token_never_changes_earlier_output(ctx, case, data):
 @EX.check(points=2, prop="weights has one (T, T) map per head, each row summing to 1.")
 @given(case=mha_case())
 def test_weights_per_head_rows_sum_to_one(ctx, case):
-    got = run_student(ctx, case)
+    got = run_student(ctx, case, skip_missing=True)
     sums = got["weights"].astype(np.float64).sum(-1)
     assert_close(sums, np.ones_like(sums), dtype=case.x.dtype, what="the row sums")
 
@@ -324,11 +366,11 @@ def test_per_head_mask_blocks_exactly(ctx, case, data):
         mask[0, 0, 0, t - 1] = True  # something is blocked (query 0 keeps key 0)
     case = case._replace(mask=mask)
     ctx.example["case"] = case  # show the input actually used
-    got = run_student(ctx, case)["weights"]
+    got = run_student(ctx, case, skip_missing=True)["weights"]
     if (got[mask] != 0).any():
         raise CheckFailed("a blocked key got weight", got=got)
     open_mask = case._replace(mask=np.zeros_like(mask))
-    unmasked = run_student(ctx, open_mask)["weights"].astype(np.float64)
+    unmasked = run_student(ctx, open_mask, skip_missing=True)["weights"].astype(np.float64)
     kept = np.where(mask, 0.0, unmasked)
     total = kept.sum(-1, keepdims=True)
     if not (total > 0).all():
@@ -354,8 +396,9 @@ def test_rejects_fully_masked_query(ctx):
     x = rng.normal(size=(1, 2, 4))
     mask = np.array([[False, True], [True, True]])
     ctx.show(x=x, mask=mask)
+    case = MHA(4, 2, False, state, x, mask)
     expect_value_error(
-        lambda: ctx.student.mha_forward(4, 2, False, state, x, mask, None, "cpu"),
+        lambda: loaded(ctx.student.mha_forward(*case), case),
         "mask [[False, True], [True, True]] (query 1 sees nothing)",
     )
 
@@ -371,7 +414,7 @@ def informative_tokens(rng):
 @EX.check(points=2, hidden=True, prop="MultiHeadAttention agrees with the answer key.")
 @given(case=mha_case())
 def test_mha_matches_answer_key(ctx, case):
-    got = ctx.student.mha_forward(*case)
+    got = loaded(ctx.student.mha_forward(*case), case)
     expected = ctx.key.mha_forward(*case)
     assert_matches_key(got, expected, dtype=case.x.dtype, what="the forward pass:")
 ### END HIDDEN CHECKS

@@ -35,6 +35,13 @@ EX.misconception(
          "add self.wq.bias when you multiply by self.wq.weight yourself.",
 )
 EX.misconception(
+    "projection-bias-missing",
+    mistake="builds a projection without its bias when bias=True (nn.Linear(d_model, d_model, "
+            "bias=False) for wo, say), so the module lacks a weight nn.MultiheadAttention has",
+    hint="with bias=True every projection has a bias: build each of wq, wk, wv and wo as "
+         "nn.Linear(d_model, d_model, bias=bias).",
+)
+EX.misconception(
     "params-grow-with-heads",
     mistake="gives every head the full width, so parameters grow with the head count",
     hint="the heads share the width: each projection is nn.Linear(d_model, d_model) and is "
@@ -89,6 +96,19 @@ def probe_bias_unused(student) -> bool:
         if matches(got["y"], base["y"]) and matches(got["weights"], base["weights"]):
             return True
     return False
+
+
+@EX.probe("projection-bias-missing",
+          explains=("test_has_four_linear_projections", "test_parameter_count_independent_of_heads",
+                    "test_matches_torch_multihead_attention", "test_gradients_match_torch"))
+def probe_projection_bias_missing(student) -> bool:
+    # Four nn.Linear(d_model, d_model) projections, bias-free as asked with bias=False, and one
+    # or more of them bias-free with bias=True too.
+    built = {bias: student.mha_build(6, 2, bias)["linears"] for bias in (False, True)}
+    shapes = all(set(built[b]) == set(PROJECTIONS) and all(
+        (layer["in"], layer["out"]) == (6, 6) for layer in built[b].values()) for b in built)
+    return (shapes and not any(layer["bias"] for layer in built[False].values())
+            and not all(layer["bias"] for layer in built[True].values()))
 
 
 @EX.probe("params-grow-with-heads",
