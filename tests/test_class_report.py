@@ -179,7 +179,7 @@ def test_roster_columns_points_possible_and_exports_list_every_student(graded):
     assert by_folder[reps[0]][0][1:4] == ["", "", ""]  # not in the roster: no id
     assert by_folder["gone@example.edu"][0][1] == "6002"
     assert by_folder["gone@example.edu"][0][grades[0].index("status")] == "no submission"
-    assert "roster: 2 submission folder(s) not in the roster" in stderr  # reps[0], the file
+    assert "roster: 2 submission folders not in the roster" in stderr  # reps[0], the file
     assert "gone@example.edu (Never Submitted)" in stderr
     assert f"the roster lists folder {reps[1]} 2 times" in stderr
     summary = json.loads((out / "report" / "summary.json").read_text())
