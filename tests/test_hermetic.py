@@ -195,7 +195,6 @@ DAEMON = """
 """
 
 
-@needs_root
 def test_a_leftover_process_cannot_kill_or_spy_on_the_next_student(tmp_path):
     shutil_spy = Path("/tmp/attention-kit-spy")
     if shutil_spy.exists():
