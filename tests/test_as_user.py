@@ -5,7 +5,8 @@ laptop grade as a user. There the workers get their namespaces from a user names
 own and their bounds from rlimits (no cgroup is delegated on this machine), so the same
 attacks must gain nothing there too: these files run in ``make test`` twice, as root (on their
 own) and here as uid 65534, from a copy of the kit that uid owns (``as_user``). Where a bound
-is weaker without root, the test itself says which (``tests/test_kernel_limits.py``).
+is weaker without root, the test itself says which (``tests/test_kernel_limits.py``). Beside
+them: the node's check and ``grade``'s report as that user.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ pytestmark = pytest.mark.skipif(as_user.why_not() is not None, reason=str(as_use
 AS_USER = ["tests/test_out_of_reach.py", "tests/test_kernel_limits.py",
            "tests/test_fuzz_class.py::test_batch_finishes_and_the_honest_row_is_untouched",
            "tests/test_fuzz_class.py::test_the_gradescope_run_always_leaves_a_results_json",
-           "tests/test_hermetic.py::test_a_leftover_process_cannot_kill_or_spy_on_the_next_student"]
+           "tests/test_hermetic.py::test_a_leftover_process_cannot_kill_or_spy_on_the_next_student",
+           "tests/test_hermetic.py::test_the_kit_cannot_be_read_by_path",
+           "tests/test_hermetic.py::test_scratch_files_are_capped_and_vanish_with_the_worker"]
 
 WITHOUT_A_CGROUP = ("tests.test_kernel_limits::"
                     "test_a_students_busy_processes_get_one_cpu_and_stay_in_their_group")
@@ -34,6 +37,17 @@ def test_the_user_grades_in_user_namespaces_bounded_by_rlimits():
                     "found = node.check(); print(os.geteuid(), found.isolated, found.label())")
     assert probe.stdout.split(None, 2) == [
         str(as_user.UID), "True", "user namespaces, rlimits; no CPU share\n"], probe
+
+
+def test_grade_as_the_user_ends_its_report_with_what_held():
+    # On 4e1a685 the report said nothing of it.
+    kit = as_user.kit()
+    done = kit.run(kit.python, "-m", "grader", "grade", "solutions", "--exercise", "softmax")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "softmax        15 / 15  all checks pass" in done.stdout
+    note = done.stdout.split("\nIsolation: ", 1)[1].splitlines()
+    assert note[0] == "user namespaces, rlimits; no CPU share"
+    assert [line.split(":")[0] for line in note[1:]] == ["  - memory", "  - processes", "  - CPU"]
 
 
 def test_the_attack_and_limit_tests_hold_as_an_unprivileged_user():
