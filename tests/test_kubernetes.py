@@ -13,6 +13,7 @@ import stat
 import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
 from submission_tools import KIT
 
@@ -103,3 +104,21 @@ def _waits_for(proc: Path, marker: str) -> bool:
         return marker in (proc / "cmdline").read_bytes().decode(errors="replace")
     except OSError:
         return False
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="sandbox uids are claimed as root only")
+def test_in_a_pods_user_namespace_a_worker_gets_a_uid_the_namespace_maps(monkeypatch):
+    """A pod's user namespace maps 65536 uids: a sandbox uid past 65535 (64000 + up to 3999)
+    could not be set, and its worker would not start."""
+    import pwd
+
+    from grader.sandbox import confine
+
+    monkeypatch.setattr(confine, "_uid_ranges", lambda: ((0, 65536),))
+    monkeypatch.setattr(confine, "_next_uid", [(2000 - os.getpid()) % confine.SANDBOX_UIDS])
+    user, lock = confine.claim_sandbox_user(pwd.getpwnam("nobody"))
+    try:
+        assert lock is not None and confine.SANDBOX_UID_BASE <= user.pw_uid < 65536
+    finally:
+        if lock is not None:
+            os.close(lock)

@@ -161,6 +161,8 @@ def claim_sandbox_user(fallback: pwd.struct_passwd) -> tuple[pwd.struct_passwd, 
     for step in range(SANDBOX_UIDS):
         n = (start + step) % SANDBOX_UIDS
         uid = SANDBOX_UID_BASE + n
+        if not _mapped(uid):  # root of a user namespace (a Kubernetes pod's: 65536 uids)
+            continue
         try:
             pwd.getpwuid(uid)
             continue  # a real account
@@ -182,6 +184,22 @@ def claim_sandbox_user(fallback: pwd.struct_passwd) -> tuple[pwd.struct_passwd, 
         )
         return user, fd
     return fallback, None
+
+
+@functools.cache
+def _uid_ranges() -> tuple[tuple[int, int], ...]:
+    """The uids this process's user namespace maps (``/proc/self/uid_map``: all of them in the
+    machine's own)."""
+    ranges = []
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/self/uid_map").read_text().splitlines():
+            inside, _, count = map(int, line.split())
+            ranges.append((inside, inside + count))
+    return tuple(ranges) or ((0, 1 << 32),)
+
+
+def _mapped(uid: int) -> bool:
+    return any(low <= uid < high for low, high in _uid_ranges())
 
 
 def kill_user_processes(uid: int) -> int:
