@@ -41,13 +41,13 @@ grade: $(CORE)
 answer-key: $(CORE)
 	$(PY) -m grader grade solutions $(COURSE_FLAG)
 
-## test: the kit's own tests
+## test: the kit's own tests (as root, the attack and limit tests again as uid 65534)
 test: $(DEV)
 	$(PY) -m pytest -q
 
-## test-slurm: start a one-node Slurm cluster on this machine (root, make slurm-install) and
-##        grade a class on it through python -m grader slurm; skipped, with the reason, where
-##        it cannot be root or cannot install
+## test-slurm: start a one-node Slurm cluster on this machine (root, make slurm-install), then
+##        grade a class on it through python -m grader slurm as uid 65534, as a site's user
+##        does; skipped, with the reason, where it cannot be root or cannot install
 test-slurm: $(DEV) slurm-install
 	ATTENTION_KIT_SLURM_TEST=1 $(PY) -m pytest -q -rs tests/test_slurm.py
 

@@ -19,6 +19,7 @@ the kernel's account of memory, and a worker of their own for the hidden checks.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -26,7 +27,6 @@ from pathlib import Path
 
 import pytest
 from submission_tools import CORE, KIT, SOLUTIONS
-from test_hermetic import needs_root
 
 from grader.core import engine
 from grader.integrations import report
@@ -77,7 +77,6 @@ def test_each_attack_is_refused_by_the_rule_with_its_line(attack):
     assert_no_key_text(text_of(result))
 
 
-@needs_root
 def test_past_the_rule_torch_is_nowhere_in_a_numpy_worker(monkeypatch):
     # torch-back's helper walks gc.get_objects() for torch's modules: the NumPy zygote never
     # imported torch, so there are none; below-the-rule's softmax imports it by name, then
@@ -103,7 +102,6 @@ def test_past_the_rule_torch_attention_ends_the_worker_at_the_dispatcher(attack,
     assert mha.score == 0 and mha.error == FORBIDDEN
 
 
-@needs_root
 @pytest.mark.parametrize("attack, exercise", [("read-the-key", "attention"),
                                               ("read-the-key", "decode"),
                                               ("key-anywhere", "attention")])
@@ -131,7 +129,6 @@ def test_past_the_rule_hidden_inputs_stay_hidden(monkeypatch):
     assert all(c.feedback.endswith(engine.HIDDEN_LOST) for c in softmax.checks)
 
 
-@needs_root
 @pytest.mark.parametrize("attack", ["flash-mmap", "below-the-rule", "flash-fork-b"])
 def test_past_the_rule_the_kernel_counts_flash_memory(attack, monkeypatch):
     # An mmap buffer, the kernel's peak reset through /proc/self/clear_refs, or the matrix
@@ -144,6 +141,50 @@ def test_past_the_rule_the_kernel_counts_flash_memory(attack, monkeypatch):
     why = "BlockingIOError" if attack == "flash-fork-b" else "allocated at least"  # no fork there
     assert why in memory.feedback, memory.feedback
     assert flash.score <= flash.max_score - memory.max_points
+
+
+def test_past_the_rule_the_seal_on_clear_refs_cannot_be_lifted(monkeypatch):
+    # seal-lift unmounts the file laid over /proc/self/clear_refs before it resets its peak:
+    # as another user than root the worker held every capability of its user namespace, and
+    # flash scored its memory check while building the (T, T) matrix (on 4e1a685, as uid 65534).
+    flash = graded(ATTACKS / "seal-lift", monkeypatch).results["flash"]
+    memory = next(c for c in flash.checks
+                  if c.name == "test_peak_memory_far_below_one_score_matrix")
+    assert not memory.passed and "allocated at least" in memory.feedback, memory.feedback
+
+
+def test_past_the_rule_a_worker_cannot_write_into_the_graders_interpreter(monkeypatch):
+    # venv-writable remounts its read-only view writable and plants a .pth file in every
+    # site-packages folder: as uid 65534 on 4e1a685 it landed in that user's own virtual
+    # environment, and every later Python start (the grader's) ran its line.
+    sites = sorted({p for p in sys.path if p.endswith(("site-packages", "dist-packages"))})
+    planted = [Path(site) / "attention-kit-planted.pth" for site in sites]
+    try:
+        mha = graded(ATTACKS / "venv-writable", monkeypatch).results["mha"]
+        assert mha.score == 0
+        assert "planted in" not in mha.output and "refused: OSError" in mha.output, mha.output
+        assert [p for p in planted if p.exists()] == []
+    finally:
+        for path in planted:
+            path.unlink(missing_ok=True)
+
+
+def test_past_the_rule_a_worker_cannot_write_to_the_graders_terminal(monkeypatch):
+    # terminal writes an escape sequence and a forged report line to every /dev/pts/N it can
+    # open: the terminal of the user grading is that user's, and as that user on 4e1a685 the
+    # worker opened it (here a pseudo-terminal this test holds, as an instructor's shell would).
+    master, slave = os.openpty()
+    try:
+        softmax = graded(ATTACKS / "terminal", monkeypatch).results["softmax"]
+        os.set_blocking(master, False)
+        try:
+            seen = os.read(master, 65536)
+        except BlockingIOError:
+            seen = b""
+        assert b"ATTENTION-KIT-TERMINAL" not in seen and "wrote to" not in softmax.output, seen
+    finally:
+        os.close(master)
+        os.close(slave)
 
 
 def test_a_proxy_question_too_big_costs_its_exercise_not_the_run():

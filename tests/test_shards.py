@@ -181,7 +181,7 @@ def test_as_root_the_node_isolates_and_rows_say_nothing_more():
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to become another user")
-def test_as_another_user_the_check_names_what_the_workers_lack():
+def test_as_another_user_the_check_names_what_the_workers_have():
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -190,23 +190,22 @@ def test_as_another_user_the_check_names_what_the_workers_lack():
             os.setgid(65534)
             os.setuid(65534)
             found = node.check()
-            os.write(write, json.dumps([found.namespaces, found.cgroups, found.missing,
+            os.write(write, json.dumps([found.namespaces, found.enforced, found.missing,
                                         found.label(True)]).encode())
         finally:
             os._exit(0)
     os.close(write)
     with os.fdopen(read) as handle:
-        namespaces, cgroups, missing, label = json.loads(handle.read())
+        namespaces, enforced, missing, label = json.loads(handle.read())
     os.waitpid(pid, 0)
     assert namespaces in ("user", "")  # never root's: no uid of its own per worker
-    assert label.startswith("user namespaces" if namespaces else "no namespaces")
-    assert ("no cgroups" if cgroups else "cgroups") in label
-    assert bool(missing) == (not namespaces or cgroups is not None)
+    assert label.startswith(("user namespaces, " if namespaces else "no namespaces, ") + enforced)
+    assert bool(missing) == (not namespaces)  # only namespaces are needed to grade at all
 
 
-def test_a_node_that_cannot_isolate_refuses_unless_trusted_and_rows_name_it(
+def test_a_node_without_namespaces_refuses_unless_trusted_and_rows_name_it(
         tmp_path, monkeypatch, capsys):
-    weak = node.NodeIsolation("", "no per-worker cgroups: not root", ["no namespaces (...)"])
+    weak = node.NodeIsolation("", "rlimits", (), ["no namespaces (...)"])
     monkeypatch.setattr(node, "check", lambda: weak)
     (tmp_path / "class" / "ada").mkdir(parents=True)  # empty: no worker needed
     args = ["batch", str(tmp_path / "class"), "--csv", str(tmp_path / "grades.csv"),
@@ -217,9 +216,17 @@ def test_a_node_that_cannot_isolate_refuses_unless_trusted_and_rows_name_it(
     assert "--trust-submissions" in error and not (tmp_path / "grades.csv").exists()
     assert cli.main([*args, "--trust-submissions"]) == 0
     assert (tmp_path / "grades.csv").read_text().splitlines()[1] == (
-        "ada,,,empty (isolation: no namespaces and no cgroups; --trust-submissions),")
-    user = node.NodeIsolation("user", None)
-    assert user.isolated and user.label() == "user namespaces and cgroups"
+        'ada,,,"empty (isolation: no namespaces, rlimits; no CPU share; --trust-submissions)",')
+    # A user's node with user namespaces grades at once (4e1a685 refused it: "per-worker
+    # cgroups need root ... pass --trust-submissions"), and says what held.
+    monkeypatch.setattr(node, "check", lambda: node.NodeIsolation("user", "rlimits", ()))
+    assert cli.main(args) == 0
+    assert "Isolation: user namespaces, rlimits; no CPU share" in capsys.readouterr().err
+    assert (tmp_path / "grades.csv").read_text().splitlines()[1] == (
+        'ada,,,"empty (isolation: user namespaces, rlimits; no CPU share)",')
+    delegated = node.NodeIsolation("user", "delegated cgroups")
+    assert delegated.isolated and delegated.label() == "user namespaces, delegated cgroups"
+    assert node.NodeIsolation("root").label() == ""  # root and all three controllers
 
 
 # -- the Slurm scripts ------------------------------------------------------------------------
@@ -228,12 +235,21 @@ def test_slurm_writes_an_array_of_shards_and_a_merge_after_it(tmp_path, capsys):
     out = tmp_path / "shared"
     assert cli.main(["slurm", str(tmp_path / "class"), "--shards", "4", "--out", str(out),
                      "--partition", "short", "--time", "0:30:00", "--cpus-per-task", "3",
-                     "--mem", "8G", "--timeout", "20"]) == 0
+                     "--mem", "8G", "--timeout", "20", "--account", "cs101", "--qos", "low",
+                     "--constraint", "avx2", "--throttle", "2", "--merge-mem", "2G",
+                     "--sbatch-arg=--mail-type=END", "--sbatch-arg=--nice=10"]) == 0
     grade, merge = (out / "grade.sbatch").read_text(), (out / "merge.sbatch").read_text()
-    for line in ("#SBATCH --array=0-3", "#SBATCH --cpus-per-task=3", "#SBATCH --mem=8G",
-                 "#SBATCH --partition=short", "#SBATCH --time=0:30:00",
-                 f"#SBATCH --output={out}/logs/grade-%A_%a.out"):
+    shared = ["#SBATCH --partition=short", "#SBATCH --time=0:30:00", "#SBATCH --account=cs101",
+              "#SBATCH --qos=low", "#SBATCH --constraint=avx2", "#SBATCH --mail-type=END",
+              "#SBATCH --nice=10"]
+    for line in ("#SBATCH --array=0-3%2", "#SBATCH --cpus-per-task=3", "#SBATCH --mem=8G",
+                 f"#SBATCH --output={out}/logs/grade-%A_%a.out", *shared):
         assert line in grade.splitlines()
+    for line in ("#SBATCH --mem=2G", f"#SBATCH --output={out}/logs/merge-%j.out", *shared):
+        assert line in merge.splitlines()
+    # the files say where logs and results go
+    assert f"Log: {out}/logs/grade-<job>_<task>.out" in grade and f"{out}/results" in grade
+    assert f"writes {out}/grades.csv and {out}/report" in merge
     command = grade.splitlines()[-1]
     assert " batch " in command and '--shard "${SLURM_ARRAY_TASK_ID}/4"' in command
     assert f"--json-dir {out}/results" in command and "--timeout 20" in command
@@ -242,9 +258,27 @@ def test_slurm_writes_an_array_of_shards_and_a_merge_after_it(tmp_path, capsys):
         f" --report {out}/report" in merge
     for text in (grade, merge):
         assert subprocess.run(["bash", "-n"], input=text, text=True).returncode == 0
-    assert "--dependency=afterok:" in capsys.readouterr().out
+    # the merge runs once every task ended, however: a failed task never strands it
+    assert "--dependency=afterany:$grade" in capsys.readouterr().out
+    for bad in (["--throttle", "0"], ["--sbatch-arg", "mail-type=END"], ["--account", "a b"]):
+        assert cli.main(["slurm", str(tmp_path / "class"), "--shards", "4", "--out",
+                         str(tmp_path / "other"), *bad]) == 2
     record = shards.recorder(out / "results", shards.Shard(0, 4))
     record(Row("ada", "empty"))
     assert cli.main(["slurm", str(tmp_path / "class"), "--shards", "4", "--out", str(out),
                      "--submit"]) == 2  # before sbatch: merge would mix the two runs
     assert "already holds 1 student's results" in capsys.readouterr().err
+
+
+def test_slurm_submits_the_merge_after_any_end_of_the_array(tmp_path, monkeypatch, capsys):
+    from grader.integrations import slurm
+
+    (tmp_path / "class").mkdir()
+    submitted = []
+    monkeypatch.setattr(slurm, "sbatch", lambda *words: submitted.append(words) or
+                        str(4242 + len(submitted)))
+    assert cli.main(["slurm", str(tmp_path / "class"), "--shards", "2", "--out",
+                     str(tmp_path / "shared"), "--submit"]) == 0
+    assert submitted == [(str(tmp_path / "shared" / "grade.sbatch"),),
+                         ("--dependency=afterany:4243", str(tmp_path / "shared" / "merge.sbatch"))]
+    assert "grade job: 4243\nmerge job: 4244" in capsys.readouterr().out

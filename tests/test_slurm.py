@@ -1,7 +1,9 @@
-"""A class graded on a real Slurm: a one-node cluster started on this machine (Debian's
-slurmctld, slurmd and munge, ``make slurm-install``), ``python -m grader slurm ... --submit``
-with 3 shards, one array task cancelled, its shard rerun, and the merged files byte-identical
-to one ``batch`` over the same class.
+"""A class graded on a real Slurm, as a user grades there: a one-node cluster started on this
+machine as root (Debian's slurmctld, slurmd and munge, ``make slurm-install``), then, as uid
+65534 from a copy of the kit that uid owns (``as_user``), ``python -m grader slurm ...
+--submit`` with 3 shards, one array task cancelled, the merge run all the same (afterany) with
+that shard's students named, the shard rerun and merged again, and the merged files
+byte-identical to one ``batch`` over the same class by the same user.
 
 Run by ``make test-slurm`` (which sets ATTENTION_KIT_SLURM_TEST); skipped, with the reason,
 elsewhere, as another user than root, or where Slurm is not installed. The daemons run from a
@@ -17,10 +19,11 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
+import tempfile
 import time
 from pathlib import Path
 
+import as_user
 import pytest
 from submission_tools import KIT, make_submission
 from test_shards import OUTPUTS, small_course
@@ -33,6 +36,7 @@ TIMEOUT = "5"  # seconds per exercise: the hanging submission's cost
 # those 5 s (a 2 s CPU limit stops it first on an idle machine, the exercise's limit on a busy
 # one), or the two routes below could word the same hang differently.
 NO_CALL_LIMIT = ("--call-timeout", "0")
+ISOLATION = "(isolation: user namespaces, rlimits; no CPU share)"
 
 
 def _why_not() -> str | None:
@@ -44,7 +48,7 @@ def _why_not() -> str | None:
     if missing:
         return (f"{', '.join(missing)} not installed: make slurm-install (as root, with apt-get) "
                 "installs slurm-wlm and munge")
-    return None
+    return as_user.why_not()
 
 
 pytestmark = pytest.mark.skipif(_why_not() is not None, reason=str(_why_not()))
@@ -101,9 +105,10 @@ def _stop(pid_file: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    """A one-node cluster; yields the environment its commands need (SLURM_CONF)."""
-    base = tmp_path_factory.mktemp("slurm")
+def cluster():
+    """A one-node cluster; yields the environment its commands need (SLURM_CONF). Its folder
+    is one another user can enter: the jobs' user reads the config and talks to munge."""
+    base = Path(tempfile.mkdtemp(prefix="attention-kit-slurm-"))
     base.chmod(0o755)
     for folder in ("munge", "state", "spool"):
         (base / folder).mkdir(mode=0o755)
@@ -111,6 +116,7 @@ def cluster(tmp_path_factory):
     key.write_bytes(os.urandom(1024))
     key.chmod(0o400)
     (base / "slurm.conf").write_text(_config(base))
+    (base / "slurm.conf").chmod(0o644)
     env = {**os.environ, "SLURM_CONF": str(base / "slurm.conf")}
     started: list[Path] = []
     try:
@@ -136,7 +142,8 @@ def cluster(tmp_path_factory):
     finally:
         if len(started) == 3:  # the jobs first: their processes would outlive slurmd
             with contextlib.suppress(OSError, subprocess.SubprocessError):
-                subprocess.run(["scancel", "--user=root"], env=env, timeout=30)
+                for user in ("root", str(as_user.UID)):
+                    subprocess.run(["scancel", f"--user={user}"], env=env, timeout=30)
                 for _ in range(50):
                     if not subprocess.run(["squeue", "-h"], capture_output=True, text=True,
                                           env=env, timeout=30).stdout.strip():
@@ -144,14 +151,18 @@ def cluster(tmp_path_factory):
                     time.sleep(0.2)
         for pid_file in reversed(started):
             _stop(pid_file)
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def _logs(base: Path, pattern: str = "*.log") -> str:
     return "\n".join(f"== {p}\n{p.read_text()[-2000:]}" for p in sorted(base.rglob(pattern)))
 
 
-def _run(*words: str, env: dict[str, str]) -> str:
-    done = subprocess.run(words, capture_output=True, text=True, env=env, timeout=300)
+def _run(*words: str, env: dict[str, str], user: as_user.UserKit | None = None) -> str:
+    """``words`` as root, or as the kit's user when ``user`` is given."""
+    command = user.command(*words) if user is not None else list(words)
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300,
+                          cwd=user.folder if user is not None else None)
     assert done.returncode == 0, f"{' '.join(words)}:\n{done.stdout}\n{done.stderr}"
     return done.stdout
 
@@ -169,6 +180,11 @@ def _wait(job: str, env: dict[str, str], limit: float = 240) -> None:
 def _state(job: str, env: dict[str, str]) -> str:
     text = _run("scontrol", "-o", "show", "job", job, env=env)
     return text.split("JobState=")[1].split()[0]
+
+
+def _field(job: str, name: str, env: dict[str, str]) -> str:
+    text = _run("scontrol", "-o", "show", "job", job, env=env)
+    return text.split(f"{name}=")[1].split()[0]
 
 
 def nine_students(root: Path) -> list[str]:
@@ -195,61 +211,63 @@ def nine_students(root: Path) -> list[str]:
     return sorted(p.name for p in root.iterdir())
 
 
-def test_a_class_graded_in_3_slurm_tasks_merges_to_what_one_batch_writes(cluster, tmp_path):
-    env = {**cluster, "ATTENTION_KIT_SECRET": os.environ.get("ATTENTION_KIT_SECRET", "")}
-    root = tmp_path / "class"
+def test_a_class_graded_in_3_slurm_tasks_by_a_user_merges_to_what_one_batch_writes(cluster):
+    kit = as_user.kit()
+    env = {**kit.env, "SLURM_CONF": cluster["SLURM_CONF"]}
+    work = kit.base / "home" / "slurm"
+    root = work / "class"
     students = nine_students(root)
-    course = str(small_course(tmp_path / "course.toml"))
-    grader = [sys.executable, "-m", "grader"]
-    whole = tmp_path / "whole"
+    course = str(small_course(work / "course.toml"))
+    for folder, _, files in os.walk(work):
+        for name in [folder, *(os.path.join(folder, f) for f in files)]:
+            os.chown(name, as_user.UID, as_user.GID)
+    grader = [str(kit.python), "-m", "grader"]
+    whole = work / "whole"
     _run(*grader, "batch", str(root), "--course", course, "--csv", str(whole / "grades.csv"),
          "--report", str(whole / "report"), "--jobs", "2", "--timeout", TIMEOUT, *NO_CALL_LIMIT,
-         env=env)
+         env=env, user=kit)
 
-    shared = tmp_path / "shared"
+    shared = work / "shared"
     printed = _run(*grader, "slurm", str(root), "--shards", "3", "--out", str(shared),
                    "--course", course, "--cpus-per-task", "1", "--timeout", TIMEOUT,
-                   *NO_CALL_LIMIT, "--submit", env=env)
+                   *NO_CALL_LIMIT, "--throttle", "2", "--sbatch-arg=--comment=attention-kit",
+                   "--submit", env=env, user=kit)
     ids = dict(line.split(": ", 1) for line in printed.splitlines() if ": " in line)
     grade, merge = ids["grade job"], ids["merge job"]
-    _run("scancel", f"{grade}_2", env=env)  # at once: pending, or still starting up
-    _wait(grade, env)
+    assert _field(grade, "UserId", cluster).startswith("nobody(")  # the submitting user's
+    assert _field(merge, "Dependency", cluster).startswith(f"afterany:{grade}")
+    _run("scancel", f"{grade}_2", env=env, user=kit)  # at once: pending, or still starting up
+    _wait(grade, cluster)
     # a task cancelled while still pending leaves no record of its own ("Job 1_2 not found");
     # the merge below shows it never ran: its students have no result
     cancelled = subprocess.run(["scontrol", "-o", "show", "job", f"{grade}_2"],
-                               capture_output=True, text=True, env=env, timeout=30)
+                               capture_output=True, text=True, env=cluster, timeout=30)
     assert ("JobState=CANCELLED" in cancelled.stdout if cancelled.returncode == 0
             else "not found" in cancelled.stdout + cancelled.stderr), cancelled
-    assert [_state(f"{grade}_{k}", env) for k in (0, 1)] == ["COMPLETED", "COMPLETED"]
-    for _ in range(100):  # the merge waits on a dependency that can never be met now
-        reason = _run("squeue", "-h", "-j", merge, "-o", "%r", env=env).strip()
-        if reason == "DependencyNeverSatisfied":
-            break
-        time.sleep(0.3)
-    assert reason == "DependencyNeverSatisfied"
-    _run("scancel", merge, env=env)
-    assert not (shared / "grades.csv").exists()
-
-    partial = tmp_path / "partial.csv"
-    _run(*grader, "merge", str(shared / "results"), "--submissions", str(root), "--course",
-         course, "--csv", str(partial), env=env)
-    with open(partial, newline="") as handle:
+    assert [_state(f"{grade}_{k}", cluster) for k in (0, 1)] == ["COMPLETED", "COMPLETED"]
+    # afterany: the merge runs all the same (4e1a685's afterok left it pending forever,
+    # DependencyNeverSatisfied), and names the students of the task that did not run
+    _wait(merge, cluster)
+    assert _state(merge, cluster) == "COMPLETED", _logs(shared / "logs", "*.out")
+    with open(shared / "grades.csv", newline="") as handle:
         status = {row["student"]: row["status"] for row in csv.DictReader(handle)}
     lost = shards.select(students, shards.Shard(2, 3))
     assert list(status) == students and len(lost) == 3
     assert {s: status[s] for s in students if status[s].startswith("not graded")} == {
         s: "not graded: no result (shard 2 of 3)" for s in lost}
-    with open(whole / "grades.csv") as mine, open(partial) as theirs:
+    with open(whole / "grades.csv") as mine, open(shared / "grades.csv") as theirs:
         kept = [line for line in theirs if line.split(",")[0] not in lost]
         assert kept == [line for line in mine if line.split(",")[0] not in lost]
 
     rerun = _run("sbatch", "--parsable", "--array=2", str(shared / "grade.sbatch"),
-                 env=env).strip()
-    again = _run("sbatch", "--parsable", f"--dependency=afterok:{rerun}",
-                 str(shared / "merge.sbatch"), env=env).strip()
-    _wait(again, env)
-    assert _state(again, env) == "COMPLETED", _logs(shared / "logs", "*.out")
+                 env=env, user=kit).strip()
+    again = _run("sbatch", "--parsable", f"--dependency=afterany:{rerun}",
+                 str(shared / "merge.sbatch"), env=env, user=kit).strip()
+    _wait(again, cluster)
+    assert _state(again, cluster) == "COMPLETED", _logs(shared / "logs", "*.out")
     for name in OUTPUTS:
         assert (shared / name).read_bytes() == (whole / name).read_bytes(), name
     statuses = (whole / "grades.csv").read_text()
-    assert "d-hangs,0,0,graded" in statuses and "g-empty,,,empty" in statuses
+    # graded as that user: user namespaces and rlimits, and each row says so
+    assert f'd-hangs,0,0,"graded {ISOLATION}"' in statuses
+    assert f'g-empty,,,"empty {ISOLATION}"' in statuses

@@ -31,9 +31,27 @@ def _limits(args: argparse.Namespace) -> Limits:
     return Limits(timeout=args.timeout, memory=int(args.memory * GiB), call=args.call_timeout)
 
 
+def _isolation(found: Any, trusted: bool = False) -> str:
+    """The lines a report ends with where the workers had less than root's isolation (none
+    where they had all of it): what held, and what a worker went without."""
+    from ..sandbox import cgroups
+
+    label = found.label(trusted)
+    if not label:
+        return ""
+    lines = [f"Isolation: {label}"]
+    if not found.namespaces:
+        lines.append("  - files: no namespaces, so the code could read the answer key and "
+                     "anything else this user can (grade only code you trust this way)")
+    lines += [f"  - {line}" for line in cgroups.missing_limits()]
+    return "\n".join(lines)
+
+
 def _grade(args: argparse.Namespace) -> int:
     from ..problems import frameworks
-    from ..sandbox import isolation
+    from ..sandbox import isolation, node
+
+    found = node.check()  # before anything else starts: the probe forks
 
     # Their imports overlap with the engine's; a NumPy exercise alone needs no torch zygote.
     isolation.start_zygote(frameworks(args.exercise) if args.exercise else None)
@@ -67,6 +85,9 @@ def _grade(args: argparse.Namespace) -> int:
     replay.save_cache()
     lanes.save_seconds()
     print(report.render(result, show_output=args.show_output))
+    note = _isolation(found)
+    if note:
+        print(f"\n{note}")
     if args.json:
         report.dump_json(result, args.json)
     return 0
@@ -86,11 +107,7 @@ def _batch(args: argparse.Namespace) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     found = node.check()  # before anything else starts: the probe forks
-    if not found.isolated and not args.trust_submissions:
-        print("error: this machine cannot isolate one submission from the others and from the "
-              f"answer key: {'; '.join(found.missing)}. Grade as root or where these exist, or "
-              "pass --trust-submissions if every submission is trusted (each row's status then "
-              "names the isolation it had)", file=sys.stderr)
+    if not _isolated(found, args.trust_submissions):
         return 2
     if args.similarity_corpus and not Path(args.similarity_corpus).is_dir():
         print(f"error: {args.similarity_corpus} is not a folder", file=sys.stderr)
@@ -116,6 +133,21 @@ def _batch(args: argparse.Namespace) -> int:
         batch.write_json(rows, args.json_dir)
     write_class(rows, course, args, roster)
     return 0
+
+
+def _isolated(found: Any, trusted: bool) -> bool:
+    """Whether untrusted submissions may be graded here (or ``trusted`` says they are all
+    trusted); the refusal, or what the workers will have, on stderr."""
+    if not found.isolated and not trusted:
+        print("error: this machine cannot isolate one submission from the others and from the "
+              f"answer key: {'; '.join(found.missing)}. Grade as root or where the kernel gives "
+              "user namespaces, or pass --trust-submissions if every submission is trusted "
+              "(each row's status then names the isolation it had)", file=sys.stderr)
+        return False
+    note = _isolation(found, trusted)
+    if note:
+        print(note, file=sys.stderr)
+    return True
 
 
 def _shard_outputs(args: argparse.Namespace, shard: Shard | None) -> None:
@@ -259,8 +291,12 @@ def _notebook(args: argparse.Namespace) -> int:
 
 
 def _autograde(args: argparse.Namespace) -> int:
+    from ..sandbox import node
     from . import nbgrader_autograde as autograde
 
+    found = node.check()  # before anything else starts: the probe forks
+    if not _isolated(found, args.trust_submissions):
+        return 2
     try:
         subs = autograde.autograde(
             args.course, args.assignment, jobs=args.jobs, limits=_limits(args),
@@ -269,6 +305,9 @@ def _autograde(args: argparse.Namespace) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     print(autograde.summary(subs))
+    note = _isolation(found, args.trust_submissions)
+    if note:
+        print(f"\n{note}")
     return 0
 
 
@@ -315,9 +354,14 @@ def _shard_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shards", type=int, metavar="N",
                         help="N slices, K from SLURM_ARRAY_TASK_ID or Kubernetes' "
                              "JOB_COMPLETION_INDEX")
+    _trust_option(parser)
+
+
+def _trust_option(parser: argparse.ArgumentParser, what: str = "") -> None:
     parser.add_argument("--trust-submissions", action="store_true",
-                        help="grade even where this machine cannot isolate submissions (no "
-                             "namespaces, or not root and no cgroups); rows name the isolation")
+                        help="grade even where this machine gives the workers no namespaces "
+                             "(neither root nor user namespaces): a submission could then read "
+                             f"the answer key and the other students' files{what}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -385,12 +429,20 @@ def build_parser() -> argparse.ArgumentParser:
     cluster.add_argument("--cpus-per-task", type=int, default=2, metavar="C",
                          help="CPUs per task, its --jobs (default 2)")
     cluster.add_argument("--mem", metavar="M", help="memory per task (sbatch --mem)")
+    cluster.add_argument("--account", metavar="A", help="sbatch --account, both jobs")
+    cluster.add_argument("--qos", metavar="Q", help="sbatch --qos, both jobs")
+    cluster.add_argument("--constraint", metavar="C", help="sbatch --constraint, both jobs")
+    cluster.add_argument("--throttle", type=int, metavar="N",
+                         help="at most N array tasks at once (the array's %%N)")
+    cluster.add_argument("--merge-mem", metavar="M", help="memory of the merge job (sbatch --mem)")
+    cluster.add_argument("--sbatch-arg", action="append", default=[], metavar="ARG",
+                         help="another sbatch option for both jobs, as one word "
+                              "(--sbatch-arg=--mail-type=END; repeatable)")
     cluster.add_argument("--submit", action="store_true",
                          help="submit both jobs with sbatch and print their ids")
     _limit_options(cluster)
     cluster.add_argument("--no-key", action="store_true", help="ignore solutions/ even if present")
-    cluster.add_argument("--trust-submissions", action="store_true",
-                         help="grade on nodes that cannot isolate submissions (see batch)")
+    _trust_option(cluster, " (passed on to every task)")
     _class_options(cluster)
     cluster.set_defaults(func=_slurm)
 
@@ -444,6 +496,7 @@ def build_parser() -> argparse.ArgumentParser:
     auto.add_argument("--course-file", metavar="FILE", default=None,
                       help="the rubric (default: the one the notebook was built with)")
     _limit_options(auto)
+    _trust_option(auto)
     auto.set_defaults(func=_autograde)
 
     bench = sub.add_parser("bench", help="the benchmarks (make bench)", add_help=False)

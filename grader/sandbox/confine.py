@@ -10,8 +10,9 @@ after the zygote forks and before any student code (``grader.sandbox.zygote``):
   its packages, the devices, a fresh /proc, a private size-capped /tmp and /dev/shm, and the
   submission copy at its path, all read-only but the scratch space; nothing else (the kit,
   the answer key, other students' folders, /home, /var/tmp) is there at all;
-- the *worker* takes its limits and, when grading as root, a sandbox uid of its own
-  (``restrict``), then runs the student's code.
+- the *worker* takes its limits and, when grading as root, a sandbox uid of its own, or, in a
+  user namespace, loses the capabilities init needed (``restrict``, with ``bounds`` where no
+  control group holds it), then runs the student's code.
 
 When the worker ends, init ends, and the kernel kills every process left in the namespace:
 nothing it forked, however it renamed or detached itself, outlives it; its SysV memory goes
@@ -37,6 +38,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import bounds
+
 GiB = 1 << 30
 MiB = 1 << 20
 CLONE_NEWNS, CLONE_NEWUSER = 0x00020000, 0x10000000
@@ -44,7 +47,8 @@ CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWIPC = 0x20000000, 0x40000000, 0x08000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x1, 0x2, 0x4, 0x8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE, MNT_DETACH = 0x20, 0x1000, 0x4000, 0x40000, 2
 FILE_CAP = 16 * MiB  # bytes a worker may write to any one file, its captured output included
-NPROC_LIMIT = 64  # processes and threads one sandbox uid may hold (a fork bomb stops here)
+NPROC_LIMIT = 64  # processes and threads one worker may hold (a fork bomb stops here)
+KIT_PROCESSES = 2  # a worker's keeper and init, counted with it in its user namespace
 
 # Modules imported once in each zygote, so every worker starts with them (and a worker that
 # runs as another user need not read the interpreter's files). The NumPy zygote never imports
@@ -157,6 +161,8 @@ def claim_sandbox_user(fallback: pwd.struct_passwd) -> tuple[pwd.struct_passwd, 
     for step in range(SANDBOX_UIDS):
         n = (start + step) % SANDBOX_UIDS
         uid = SANDBOX_UID_BASE + n
+        if not _mapped(uid):  # root of a user namespace (a Kubernetes pod's: 65536 uids)
+            continue
         try:
             pwd.getpwuid(uid)
             continue  # a real account
@@ -178,6 +184,22 @@ def claim_sandbox_user(fallback: pwd.struct_passwd) -> tuple[pwd.struct_passwd, 
         )
         return user, fd
     return fallback, None
+
+
+@functools.cache
+def _uid_ranges() -> tuple[tuple[int, int], ...]:
+    """The uids this process's user namespace maps (``/proc/self/uid_map``: all of them in the
+    machine's own)."""
+    ranges = []
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/self/uid_map").read_text().splitlines():
+            inside, _, count = map(int, line.split())
+            ranges.append((inside, inside + count))
+    return tuple(ranges) or ((0, 1 << 32),)
+
+
+def _mapped(uid: int) -> bool:
+    return any(low <= uid < high for low, high in _uid_ranges())
 
 
 def kill_user_processes(uid: int) -> int:
@@ -333,10 +355,7 @@ def private_view(folder: str, scratch: int, packages: list[str] | None = None) -
     if cgroup.is_dir():  # the kernel's accounts of every group, the student's own included:
         _mount("tmpfs", cgroup, "tmpfs", MS_NOSUID | MS_NODEV | MS_RDONLY, "size=4k,mode=555")
         # an empty folder, so no peak or count can carry a value from one worker to the next
-    (root / "dev").mkdir()
-    _bind("/dev", root / "dev", writable=True)  # /dev/null, /dev/urandom, GPUs
-    _mount("tmpfs", root / "dev" / "shm", "tmpfs", MS_NOSUID | MS_NODEV,
-           f"mode=1777,size={scratch}")
+    _devices(root / "dev", scratch)
     (root / "proc").mkdir()
     _mount("proc", root / "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     target = root / folder.lstrip("/")
@@ -345,6 +364,34 @@ def private_view(folder: str, scratch: int, packages: list[str] | None = None) -
     os.close(submission)
     _mount(None, root, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
     _pivot_root(root)
+
+
+# The devices a worker's /dev holds, bound one by one from the machine's, where present: not
+# the whole of /dev, where the terminals (/dev/pts) of the user grading would be open to a
+# worker that runs as that user, and the system's log socket with them.
+DEVICES = ("null", "zero", "full", "random", "urandom")
+ACCELERATORS = ("nvidia*", "dri", "kfd")
+
+
+def _devices(dev: Path, scratch: int) -> None:
+    dev.mkdir()
+    _mount("tmpfs", dev, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=755,size=64k")
+    found = [f"/dev/{name}" for name in DEVICES if os.path.exists(f"/dev/{name}")]
+    for pattern in ACCELERATORS:
+        found += sorted(glob.glob(f"/dev/{pattern}"))
+    for source in found:
+        target = dev / os.path.basename(source)
+        if os.path.isdir(source):
+            target.mkdir()
+        else:
+            target.touch()
+        _bind(source, target, writable=True)
+    for name, link in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
+                       ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):
+        os.symlink(link, dev / name)
+    (dev / "shm").mkdir()
+    _mount("tmpfs", dev / "shm", "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,size={scratch}")
+    _mount(None, dev, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
 
 
 def seal_proc(pid: int) -> None:
@@ -370,22 +417,36 @@ def _pivot_root(root: Path) -> None:
 
 
 # -- in the worker: limits and user -------------------------------------------------------------
-def restrict(limits: Limits, user: tuple[int, int] | None, workdir: str) -> None:
+def restrict(limits: Limits, user: tuple[int, int] | None, workdir: str, *, mode: str = "",
+             grouped: Iterable[str] = ()) -> None:
     """Runs in the worker before any student code: its own session, memory, CPU-time,
-    file-size and process limits, then the sandbox uid (as root)."""
+    file-size and process limits, then the sandbox uid (as root) or no capability at all (in a
+    user namespace). ``mode``: its namespaces (``enter_namespaces``); ``grouped``: the
+    controllers of its control group, whose limits then need no rlimit (``bounds``)."""
+    grouped = set(grouped)
     with contextlib.suppress(OSError):
         os.setsid()
     cap = _data_size() + limits.memory
     resource.setrlimit(resource.RLIMIT_DATA, (cap, cap))
+    if "memory" not in grouped:
+        bounds.cap_memory(limits.memory)
     cpu = int(limits.timeout * 2) + 5
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_CAP, FILE_CAP))  # output and any file
-    if user is not None:
+    bounds.first_for_the_oom_killer()
+    if user is not None:  # root: a uid of its own, whose processes are this worker's alone
         resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
         os.setgroups([])
         os.setgid(user[1])
         os.setuid(user[0])
+    elif mode == "user":
+        # Its user namespace counts its own processes (kernel 5.14+), its keeper and init too.
+        processes = limits.processes + KIT_PROCESSES
+        resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
+        bounds.drop_capabilities()
+    if "memory" not in grouped:
+        bounds.deny_syscalls()
     os.environ.clear()
     os.environ.update({"HOME": workdir, "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
     os.chdir(workdir)

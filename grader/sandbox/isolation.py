@@ -177,6 +177,7 @@ class Sandbox:
                     "network": limits.network, "scratch": limits.scratch,
                     "processes": limits.processes,
                     "cgroups": self.group.procs if self.group is not None else [],
+                    "grouped": self.group.controllers if self.group is not None else [],
                     "user": [user.pw_uid, user.pw_gid] if user is not None else None,
                     "trusted": trusted,
                     "packages": PACKAGES[framework]}},

@@ -1,19 +1,23 @@
 """Which isolation this machine gives the workers, checked before a class is graded on it.
 
 A cluster's task runs as the user who submitted it, not as root, on a node the kit has never
-seen. The workers' isolation (``confine``) rests on two things the node may or may not give:
+seen; so does a JupyterHub instructor's server, and a laptop. The workers' isolation
+(``confine``) rests on two things the node may or may not give:
 
 - **namespaces**: as root the worker's own PID, mount, IPC and network namespaces and a uid
   of its own; otherwise the same namespaces inside a user namespace, where the kernel allows
-  one. Without them a worker sees the machine's files: the answer key, the other students'
-  folders.
-- **cgroups** (``cgroups.available()``): as root, the per-worker uid caps a worker's processes;
-  as another user only a cgroup of its own can, so without one a fork bomb or a memory hog
-  slows every other worker on the node, and their grades with it.
+  one (the worker then runs as the user grading, with no capability left). Without them a
+  worker sees the machine's files: the answer key, the other students' folders. They are all
+  ``--trust-submissions`` is for.
+- **bounds** on one worker's memory, processes and CPU: a control group of its own where the
+  grading process may make one (``cgroups``: root, or a subtree delegated to this user), else
+  what an unprivileged process can set (``bounds``: ``RLIMIT_AS`` with shared mappings
+  counted, per process; the process count of the worker's own user namespace or sandbox uid;
+  size caps on its private /tmp and /dev/shm; no CPU share).
 
 ``check()`` probes both the way a worker is set up (in a throwaway child, so this process is
-unchanged) and says whether untrusted code may be graded here, what is missing, and the words
-each row's status adds (none under the full isolation: root and namespaces).
+unchanged) and says whether untrusted code may be graded here, and the words each row's status
+adds (none under the full isolation: root, namespaces and the three controllers).
 """
 
 from __future__ import annotations
@@ -22,13 +26,16 @@ import contextlib
 import os
 from dataclasses import dataclass, field
 
-from . import cgroups, confine
+from . import bounds, cgroups, confine
+
+NAMESPACES = {"root": "namespaces", "user": "user namespaces", "": "no namespaces"}
 
 
 @dataclass(frozen=True)
 class NodeIsolation:
     namespaces: str  # "root", "user" (inside a user namespace) or "" (none)
-    cgroups: str | None  # None: per-worker cgroups work; else what is missing
+    enforced: str = "cgroups"  # what bounds a worker (``cgroups.enforced``)
+    controllers: tuple[str, ...] = cgroups.CONTROLLERS  # those of its control group
     missing: list[str] = field(default_factory=list)  # why untrusted code may not run here
 
     @property
@@ -37,37 +44,36 @@ class NodeIsolation:
         return not self.missing
 
     def label(self, trusted: bool = False) -> str:
-        """What a row's status adds: nothing under the full isolation (root, namespaces),
-        else the isolation the workers had (``user namespaces and cgroups``), and
-        ``; --trust-submissions`` where the check was overruled. No comma: a CSV cell as is."""
-        if self.namespaces == "root":
+        """What a row's status adds: nothing under the full isolation (root, namespaces, a
+        group of all three controllers), else what the workers had (``user namespaces,
+        rlimits; no CPU share``), and ``; --trust-submissions`` where the check was
+        overruled."""
+        full = len(self.controllers) == len(cgroups.CONTROLLERS)
+        if self.namespaces == "root" and full and self.enforced == "cgroups":
             return ""
-        label = (("user namespaces" if self.namespaces else "no namespaces") + " and "
-                 + ("no cgroups" if self.cgroups else "cgroups"))
+        label = f"{NAMESPACES[self.namespaces]}, {self.enforced}"
+        if "cpu" not in self.controllers:
+            label += "; no CPU share"
         return label + "; --trust-submissions" if self.missing and trusted else label
 
 
 def check() -> NodeIsolation:
     """Probe this machine (see the module docstring)."""
     mode = namespaces()
-    missing_cgroups = cgroups.available()
     missing = []
     if not mode:
         missing.append("no namespaces for the workers (not root, and the kernel refuses this "
                        "user a user namespace with mount rights: see "
                        "/proc/sys/user/max_user_namespaces), so a submission could read the "
                        "answer key and the other students' folders")
-    if mode != "root" and missing_cgroups:
-        missing.append(f"{missing_cgroups}, and without root nothing else caps one worker's "
-                       "processes and memory, so one submission could slow the others into "
-                       "their time limits")
-    return NodeIsolation(mode, missing_cgroups, missing)
+    return NodeIsolation(mode, cgroups.enforced(), cgroups.controllers(), missing)
 
 
 def namespaces() -> str:
     """The namespaces a worker gets here: ``confine.enter_namespaces`` in a forked child, then,
-    as the worker's init does first, a private mount tree with a fresh /tmp. "root", "user"
-    or "" when either step is refused."""
+    as the worker's init does first, a private mount tree with a fresh /tmp and /proc. "root",
+    "user" or "" when either step is refused (or, in a user namespace, where the worker could
+    not drop its capabilities: an architecture ``bounds`` does not know)."""
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the probe: never returns
@@ -76,6 +82,8 @@ def namespaces() -> str:
             os.close(read)
             mode = confine.enter_namespaces(False)
             if mode and not _mounts_in_new_pid_namespace():
+                mode = ""
+            if mode == "user" and not bounds.supported():
                 mode = ""
             os.write(write, mode.encode())
             code = 0
@@ -96,6 +104,11 @@ def _mounts_in_new_pid_namespace() -> bool:
             confine._mount(None, "/", None, confine.MS_REC | confine.MS_PRIVATE)
             confine._mount("tmpfs", "/tmp", "tmpfs", confine.MS_NOSUID | confine.MS_NODEV,
                            "mode=700,size=1m")
+            # A fresh /proc of the new PID namespace, as a worker's view holds: a container
+            # whose /proc has paths masked refuses it to a user namespace.
+            os.mkdir("/tmp/proc")
+            confine._mount("proc", "/tmp/proc", "proc",
+                           confine.MS_NOSUID | confine.MS_NODEV | confine.MS_NOEXEC)
             code = 0
         os._exit(code)
     _, status = os.waitpid(child, 0)

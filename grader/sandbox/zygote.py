@@ -2,8 +2,8 @@
 
 A worker must not be a fork of a process that holds the kit (its references are answers), so
 the grading process never forks workers itself. It starts this zygote once, as a fresh
-interpreter in isolated mode (``python -I``) that is sent the sources of the four sandbox
-modules (protocol, confine, operators, worker and this one) and imports the modules in
+interpreter in isolated mode (``python -I``) that is sent the sources of the sandbox
+modules (protocol, bounds, confine, operators, worker and this one) and imports the modules in
 ``PRELOAD``: nothing else of the kit, and the kit is not on its import path. There is one
 zygote per framework: the NumPy exercises' zygote never imports torch (nor scipy, jax or
 tensorflow), so no object of theirs is in a NumPy worker's memory; the torch exercises'
@@ -37,7 +37,7 @@ from typing import Any
 
 from . import confine, operators, protocol, worker
 
-SOURCES = ("protocol", "confine", "operators", "worker", "zygote")
+SOURCES = ("protocol", "bounds", "confine", "operators", "worker", "zygote")
 # A torch worker that calls one of torch's attention operators ends with this exit code
 # (``operators.block_attention``); the grading process reports it as a broken rule.
 EXIT_FORBIDDEN = 86
@@ -52,7 +52,7 @@ sources = json.loads(line)
 package = types.ModuleType("_sandbox")
 package.__path__ = []
 sys.modules["_sandbox"] = package
-for name in ("protocol", "confine", "operators", "worker", "zygote"):
+for name in ("protocol", "bounds", "confine", "operators", "worker", "zygote"):
     module = types.ModuleType("_sandbox." + name)
     module.__package__ = "_sandbox"
     sys.modules[module.__name__] = module
@@ -323,7 +323,8 @@ def run_worker(config: dict[str, Any], options: dict[str, Any], mode: str, work_
         as_root = os.geteuid() == 0 and mode != "user"
         confine.restrict(confine.Limits(timeout=options["timeout"], memory=options["memory"],
                                         processes=options["processes"]),
-                         tuple(user) if user and as_root else None, config["folder"])
+                         tuple(user) if user and as_root else None, config["folder"],
+                         mode=mode, grouped=options.get("grouped") or ())
         sock = socket.socket(fileno=work_fd)
         worker.serve(sock, config)
     except BaseException:
