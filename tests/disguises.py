@@ -1,5 +1,6 @@
 """What a student does to hide a copy, each a function of the copied file's text and its
-exercise: rename, reorder, re-comment, re-indent, split into helpers, and all five at once.
+exercise: rename, reorder, re-comment, re-indent, split into helpers, all five at once, and
+all five with every message reworded.
 
 Each keeps the code working: the disguised copies of the answer key and of the five students of
 ``tests/similar/`` grade full marks as their sources do (checked when this was written:
@@ -196,6 +197,16 @@ def all_five(text: str, exercise: str) -> str:
     return text
 
 
+def reworded(text: str, exercise: str) -> str:
+    """All five, and every message (every string of more than one word) in other words."""
+    tree = ast.parse(all_five(text, exercise))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and " " in node.value:
+            node.value = "in other words: " + node.value[::-1]
+    return ast.unparse(tree) + "\n"
+
+
 DISGUISES: dict[str, Callable[[str, str], str]] = {
     "renamed": rename, "reordered": reorder, "re-commented": recomment,
-    "re-indented": reindent, "split into helpers": split, "all five": all_five}
+    "re-indented": reindent, "split into helpers": split, "all five": all_five,
+    "all five, messages reworded": reworded}

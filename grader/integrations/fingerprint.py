@@ -18,8 +18,8 @@ helpers) leaves it as it was, and what a second author writes differently does n
    written word for word by two files is one token.
 
 Two files then share a statement when they hold the same tokens; a statement held twice counts
-twice. A file that does not parse is cut into statements by its lines (the same tokens, without
-step 1), so it is compared too. Nothing here runs the student's code or imports it.
+twice. A file that does not parse is cut into statements at its lines, each read as above where
+it parses alone, so it is compared too. Nothing here runs the student's code or imports it.
 """
 
 from __future__ import annotations
