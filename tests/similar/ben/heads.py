@@ -1,0 +1,45 @@
+"""Exercise `heads`: splitting the model width into heads and merging it back."""
+
+import numpy as np
+
+
+def split_heads(x, n_head):
+    """Split the last axis of ``x`` into ``n_head`` heads.
+
+    Args:
+        x: array-like ``(B, T, C)``.
+        n_head: the number of heads H, a positive integer dividing C.
+
+    Returns:
+        np.ndarray ``(B, H, T, C // H)`` whose head ``h`` is ``x[:, :, h*D:(h+1)*D]`` with
+        ``D = C // H``.
+
+    Raises:
+        ValueError: if ``x`` is not 3-D or C is not divisible by ``n_head``.
+    """
+    x = np.asarray(x)
+    if x.ndim != 3:
+        raise ValueError(f"need (B, T, C), got {x.shape}")
+    B, T, C = x.shape
+    if n_head <= 0 or C % n_head:
+        raise ValueError(f"C={C} not divisible by n_head={n_head}")
+    return np.einsum("bthd->bhtd", x.reshape(B, T, n_head, C // n_head))
+
+
+def merge_heads(x):
+    """Concatenate the heads of ``x`` back into one width: the inverse of ``split_heads``.
+
+    Args:
+        x: array-like ``(B, H, T, D)``.
+
+    Returns:
+        np.ndarray ``(B, T, H * D)`` whose columns ``h*D:(h+1)*D`` are head ``h``.
+
+    Raises:
+        ValueError: if ``x`` is not 4-D.
+    """
+    x = np.asarray(x)
+    if x.ndim != 4:
+        raise ValueError(f"need (B, H, T, D), got {x.shape}")
+    B, H, T, D = x.shape
+    return np.einsum("bhtd->bthd", x).reshape(B, T, H * D)

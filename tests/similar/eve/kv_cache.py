@@ -1,0 +1,35 @@
+"""Exercise `kv_cache`: the causal mask when new queries follow cached keys."""
+
+import numbers
+
+import numpy as np
+
+
+def kv_cache_mask(n_cached, n_new):
+    """The causal mask for ``n_new`` queries that come after ``n_cached`` cached positions.
+
+    The queries are positions ``n_cached, ..., n_cached + n_new - 1`` of the sequence; the
+    keys are positions ``0, ..., n_cached + n_new - 1``. Each query sees every cached key,
+    itself, and the new keys before it.
+
+    Args:
+        n_cached: the number of positions already in the cache, an integer >= 0.
+        n_new: the number of new queries, an integer >= 1.
+
+    Returns:
+        np.ndarray of dtype bool and shape ``(n_new, n_cached + n_new)``; True (blocked)
+        exactly where the key's position is after the query's. With ``n_cached == 0`` this is
+        the square causal mask.
+
+    Raises:
+        ValueError: if either argument is not an integer, ``n_cached < 0`` or ``n_new < 1``.
+    """
+    if not isinstance(n_cached, numbers.Integral) or isinstance(n_cached, bool):
+        raise ValueError("n_cached is not an integer")
+    if not isinstance(n_new, numbers.Integral) or isinstance(n_new, bool):
+        raise ValueError("n_new is not an integer")
+    if n_cached < 0 or n_new < 1:
+        raise ValueError("n_cached < 0 or n_new < 1")
+    query = np.arange(n_cached, n_cached + n_new).reshape(n_new, 1)
+    key = np.arange(n_cached + n_new).reshape(1, n_cached + n_new)
+    return key > query
