@@ -207,7 +207,8 @@ def _failure_text(
     lines = [f"Property: {check.prop}", f"Failed: {message}"]
     shown = _inputs(ctx)
     if shown:
-        lines.append(f"Smallest failing input: {shown}")
+        label = "Failing input (a fixed case)" if ctx.fixed else "Smallest failing input"
+        lines.append(f"{label}: {shown}")
     if failure is not None and failure.expected is not None and failure.got is not None:
         expected, got = assertions.fmt_pair(failure.expected, failure.got, failure.off)
         lines += [f"Expected: {expected}", f"Got:      {got}"]

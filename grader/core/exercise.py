@@ -18,6 +18,7 @@ are published. The points given here are the defaults; ``course.toml`` may scale
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import inspect
 import numbers
 import zlib
@@ -25,12 +26,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 from hypothesis import HealthCheck, Phase, Verbosity, seed, settings
 from hypothesis.errors import Flaky
 
 from . import replay
 from .course import TRACKS
 from .delegation import NUMPY_RULE, Rule
+from .internals import deterministic_PRNG
 from .internals import providers as _providers
 
 FRAMEWORKS = ("numpy", "torch")
@@ -76,6 +79,7 @@ class Context:
     # The student's calls during the current example: (function, args, kwargs, reply), the
     # reply being the StudentError when the call raised (``Student`` appends them).
     calls: list[tuple[str, tuple, dict, Any]] = field(default_factory=list)
+    fixed: bool = False  # the current example is one of the check's fixed cases, not shrunk
 
     def show(self, **inputs: Any) -> None:
         """Record the inputs a non-Hypothesis check is about to use, for its feedback."""
@@ -113,6 +117,11 @@ class Check:
     func: Callable[..., None]
     hidden: bool = False
     examples: int = 0  # 0: the course's examples per property
+    # The cases every run includes, whatever the seed: a function of a NumPy generator seeded
+    # like the check (by the course secret too, for a hidden one) that gives the keyword
+    # arguments of each; the structure of each case (shapes, dtypes, mask kinds) is its own,
+    # only its values come from the generator. They run after the drawn examples pass.
+    cases: Callable[[np.random.Generator], list[dict[str, Any]]] | None = None
 
     @property
     def visibility(self) -> str:
@@ -124,12 +133,18 @@ class Check:
 
     def run(self, ctx: Context, *, examples: int, seed_text: str = "") -> None:
         """Run the check; a property runs ``examples`` examples (or its own count) from a seed
-        fixed by its name (and ``seed_text``, the course secret for hidden checks)."""
+        fixed by its name (and ``seed_text``, the course secret for hidden checks), then its
+        fixed cases."""
         ctx.example = {}
         ctx.calls.clear()
+        ctx.fixed = False
         if not self.is_property:
             self.func(ctx)
             return
+        self._drawn(ctx, examples, seed_text)
+        self._fixed(ctx, seed_text)
+
+    def _drawn(self, ctx: Context, examples: int, seed_text: str) -> None:
         count = self.examples or examples
         key = (self.func, replay.seed_digest(seed_text), count, tuple(ctx.devices))
         replayed = replay.replayed(key, self.func.hypothesis.inner_test, ctx)
@@ -161,6 +176,24 @@ class Check:
         if replayed is False:  # the same examples failed a moment ago, in the replay
             ctx.example = failed
             raise Flaky("the same input failed in the replay and passed when drawn again")
+
+    def _fixed(self, ctx: Context, seed_text: str) -> None:
+        """The fixed cases, each run as Hypothesis runs an example (in its seeded random state,
+        under its recursion limit); the first that fails ends the check with its exception,
+        and ``ctx`` shows it as given (``Context.fixed``: no shrinking made it smaller)."""
+        for kwargs in self.fixed_cases(seed_text):
+            ctx.fixed = True
+            with deterministic_PRNG():
+                replay.as_run(self.func.hypothesis.inner_test, ctx, kwargs)
+        ctx.fixed = False
+
+    def fixed_cases(self, seed_text: str = "") -> list[dict[str, Any]]:
+        """The keyword arguments of the check's fixed cases (``cases``), their values drawn
+        from its name and ``seed_text``."""
+        if self.cases is None:
+            return []
+        digest = hashlib.sha256(f"{seed_text}{self.exercise}.{self.name}".encode()).digest()
+        return self.cases(np.random.default_rng(int.from_bytes(digest, "big")))
 
 
 def _record_draws(data: Any, ctx: Context) -> None:
@@ -248,14 +281,17 @@ class Exercise:
         return f"{self.name}.py"
 
     # -- declaring ----------------------------------------------------------------------------
-    def check(self, *, points: int, prop: str, hidden: bool = False, examples: int = 0):
-        """Register a check worth ``points`` (the default) with its property sentence."""
+    def check(self, *, points: int, prop: str, hidden: bool = False, examples: int = 0,
+              cases: Callable[[np.random.Generator], list[dict[str, Any]]] | None = None):
+        """Register a check worth ``points`` (the default) with its property sentence, and
+        the fixed ``cases`` every run of it includes (``Check.cases``)."""
 
         def decorate(func: Callable) -> Callable:
             if any(c.name == func.__name__ for c in self.checks):
                 raise ValueError(f"{self.name}: two checks named {func.__name__}")
             self.checks.append(
-                Check(self.name, func.__name__, points, prop, _recorded(func), hidden, examples)
+                Check(self.name, func.__name__, points, prop, _recorded(func), hidden, examples,
+                      cases)
             )
             return func
 

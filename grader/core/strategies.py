@@ -104,3 +104,37 @@ class Seeded:
 
 
 seeds = st.integers(0, 2**16)
+
+
+# -- fixed cases --------------------------------------------------------------------------------
+# A check's fixed cases (``Check.cases``) pin the structure of an input (its shapes, dtype, the
+# kind of mask) and take only its values from a seeded generator; these build the values.
+def grid_array(rng: np.random.Generator, dtype, shape: tuple[int, ...], low: float = -3.0,
+               high: float = 3.0) -> np.ndarray:
+    """Values on the 1/8 grid in [low, high] from ``rng``."""
+    ticks = rng.integers(int(np.ceil(low * GRID)), int(np.floor(high * GRID)), size=shape,
+                         endpoint=True)
+    return (ticks / GRID).astype(dtype)
+
+
+def telling_mask(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    """A bool mask of ``shape`` (..., Tq, Tk), Tk >= 2, that shows how it was read: every row
+    allows a key, every (Tq, Tk) slice blocks one at least, and no two slices are alike (a
+    code that reads the first slice for all, or broadcasts it the wrong way, gives other
+    weights)."""
+    *batch, tq, tk = shape
+    count = int(np.prod(batch, dtype=np.int64))
+    if tk < 2 or count > (2**tk - 1) ** tq - 1:
+        raise ValueError(f"no mask of shape {shape} has {count} distinct slices")
+    slices: list[np.ndarray] = []
+    while len(slices) < count:
+        mask = rng.random((tq, tk)) < 0.5
+        mask[np.arange(tq), rng.integers(0, tk, size=tq)] = False  # every row keeps a key
+        if mask.any() and not any(np.array_equal(mask, s) for s in slices):
+            slices.append(mask)
+    return np.array(slices).reshape(shape)
+
+
+def causal(t: int) -> np.ndarray:
+    """The (t, t) causal mask: [i, j] is True (blocked) iff j > i."""
+    return np.triu(np.ones((t, t), dtype=np.bool_), k=1)

@@ -27,7 +27,7 @@ from ..core.diagnose import (
     mistaken,
 )
 from ..core.exercise import Exercise, positive_int
-from ..core.strategies import Attention, attention_case
+from ..core.strategies import Attention, attention_case, causal, grid_array, telling_mask
 
 EX = Exercise("attention", functions=("causal_mask", "scaled_dot_product_attention"),
               framework="numpy", track="core", points=20, order=3, uses=("softmax",),
@@ -257,7 +257,30 @@ def informative_attention(rng):
 
 
 ### BEGIN HIDDEN CHECKS
-@EX.check(points=1, hidden=True,
+def attention_structures(rng):
+    """The inputs the visible checks are built on, whatever the course secret, with values
+    from ``rng``: no mask, the causal mask, one (Tq, Tk) mask for two batch axes, a mask per
+    batch entry and one per (batch, head); d_v != d_k; float32 and float64."""
+    cases = []
+    for dtype, batch, (tq, tk, dk, dv), mask_kind in (
+        (np.float64, (2, 1), (1, 4, 3, 2), None),
+        (np.float32, (), (3, 3, 2, 2), "causal"),
+        (np.float32, (2, 2), (2, 3, 3, 1), "broadcast"),
+        (np.float64, (2,), (3, 4, 2, 3), "per batch entry"),
+        (np.float64, (2, 2), (4, 3, 1, 2), "per batch entry"),
+    ):
+        q, k, v = (grid_array(rng, dtype, (*batch, t, d)) for t, d in
+                   ((tq, dk), (tk, dk), (tk, dv)))
+        mask = None
+        if mask_kind == "causal":
+            mask = causal(tq)
+        elif mask_kind is not None:
+            mask = telling_mask(rng, (tq, tk) if mask_kind == "broadcast" else (*batch, tq, tk))
+        cases.append({"case": Attention(q, k, v, mask)})
+    return cases
+
+
+@EX.check(points=1, hidden=True, cases=attention_structures,
           prop="scaled_dot_product_attention agrees with the answer key.")
 @given(case=attention_case())
 def test_attention_matches_answer_key(ctx, case):

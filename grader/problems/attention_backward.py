@@ -23,7 +23,7 @@ from ..core.assertions import (
 )
 from ..core.diagnose import matches
 from ..core.exercise import Exercise
-from ..core.strategies import Seeded, allowed_somewhere, seeds
+from ..core.strategies import Seeded, allowed_somewhere, causal, grid_array, seeds, telling_mask
 from .attention import causal_mask, scaled_dot_product_attention
 
 EX = Exercise("attention_backward", functions=("attention_backward",), framework="numpy",
@@ -181,7 +181,30 @@ def informative_attention(rng):
 
 
 ### BEGIN HIDDEN CHECKS
-@EX.check(points=1, hidden=True, prop="attention_backward agrees with the answer key.")
+def attention_grad_structures(rng):
+    """The inputs the visible checks are built on, whatever the course secret, with values
+    from ``rng``: no mask, the causal mask, one (Tq, Tk) mask for a batch and a mask per batch
+    entry; d_v != d_k."""
+    cases = []
+    for batch, (tq, tk, dk, dv), mask_kind in (
+        ((), (2, 3, 1, 2), None),
+        ((1,), (3, 3, 2, 2), "causal"),
+        ((2,), (4, 3, 3, 1), "broadcast"),
+        ((2,), (3, 4, 2, 3), "per batch entry"),
+    ):
+        q, k, v, g = (grid_array(rng, np.float64, (*batch, t, d))
+                      for t, d in ((tq, dk), (tk, dk), (tk, dv), (tq, dv)))
+        mask = None
+        if mask_kind == "causal":
+            mask = causal(tq)
+        elif mask_kind is not None:
+            mask = telling_mask(rng, (tq, tk) if mask_kind == "broadcast" else (*batch, tq, tk))
+        cases.append({"case": AttentionGrad(q, k, v, g, mask)})
+    return cases
+
+
+@EX.check(points=1, hidden=True, cases=attention_grad_structures,
+          prop="attention_backward agrees with the answer key.")
 @given(case=attention_grad_case())
 def test_attention_backward_matches_answer_key(ctx, case):
     assert_matches_key(ctx.student.attention_backward(*case), ctx.key.attention_backward(*case),

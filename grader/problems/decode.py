@@ -24,7 +24,7 @@ from ..core.assertions import (
 from ..core.delegation import ATTENTION_RULE
 from ..core.diagnose import mistaken
 from ..core.exercise import Exercise
-from ..core.strategies import FLOAT_DTYPES, Seeded, seeds
+from ..core.strategies import FLOAT_DTYPES, Seeded, grid_array, seeds
 from ..sandbox.worker import BadReturn, load_state, plain, seed_cpu
 from .attention import causal_mask
 from .mha import MultiHeadAttention, with_weights
@@ -242,7 +242,31 @@ def informative_chunks(rng):
 
 
 ### BEGIN HIDDEN CHECKS
-@EX.check(points=1, hidden=True, prop="decode_step agrees with the answer key.")
+def decode_structures(rng):
+    """The runs the visible checks are built on, whatever the course secret, with weights and
+    tokens from ``rng``: the whole sequence in one step, token by token, and chunks of several
+    tokens after a cache; one head and several, with and without biases, float32 and
+    float64."""
+    cases = []
+    for dtype, (n_head, d_head), bias, b, chunks in (
+        (np.float64, (1, 2), False, 2, (3,)),
+        (np.float32, (2, 1), True, 1, (1, 1, 1, 1)),
+        (np.float32, (3, 1), False, 1, (1, 2, 2)),
+        (np.float64, (2, 2), True, 2, (2, 1, 3)),
+    ):
+        d_model = n_head * d_head
+        state = {}
+        for name in ("wq", "wk", "wv", "wo"):
+            state[f"{name}.weight"] = grid_array(rng, dtype, (d_model, d_model), -1, 1)
+            if bias:
+                state[f"{name}.bias"] = grid_array(rng, dtype, (d_model,), -1, 1)
+        x = grid_array(rng, dtype, (b, sum(chunks), d_model), -2, 2)
+        cases.append({"case": Decode(d_model, n_head, bias, state, x, chunks)})
+    return cases
+
+
+@EX.check(points=1, hidden=True, cases=decode_structures,
+          prop="decode_step agrees with the answer key.")
 @given(case=decode_case())
 def test_decode_matches_answer_key(ctx, case):
     xs = split_chunks(case.x, case.chunks)

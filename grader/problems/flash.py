@@ -24,7 +24,14 @@ from ..core import replay
 from ..core.assertions import CheckFailed, assert_close, assert_shape, expect_value_error
 from ..core.diagnose import grid, mistaken
 from ..core.exercise import Exercise, positive_int
-from ..core.strategies import FLOAT_DTYPES, Seeded, allowed_somewhere, floats_array
+from ..core.strategies import (
+    FLOAT_DTYPES,
+    Seeded,
+    allowed_somewhere,
+    floats_array,
+    grid_array,
+    telling_mask,
+)
 from ..sandbox.worker import plain
 
 EX = Exercise("flash", functions=("flash_attention",), framework="numpy", track="bonus",
@@ -269,7 +276,47 @@ def informative_attention(rng):
 
 
 ### BEGIN HIDDEN CHECKS
-@EX.check(points=1, hidden=True, prop="flash_attention agrees with the answer key.")
+def running_max_rises(q, k, mask, block_size) -> bool:
+    """Whether, block after block of keys, some query's running max of its allowed scores
+    rises after it was finite (what was summed before must then be rescaled)."""
+    scores = np.where(mask, -np.inf, q @ np.swapaxes(k, -1, -2))  # (..., Tq, Tk)
+    blocks = np.split(scores, range(block_size, scores.shape[-1], block_size), axis=-1)
+    running = np.maximum.accumulate(np.stack([b.max(axis=-1) for b in blocks]), axis=0)
+    return bool((np.isfinite(running[:-1]) & (running[1:] > running[:-1])).any())
+
+
+def flash_structures(rng):
+    """The inputs the visible checks are built on, whatever the course secret, with values
+    from ``rng``: block sizes of 1, 2 (the last block shorter) and past the number of keys; no
+    mask, one (Tq, Tk) mask for two batch axes, and a mask per batch entry that blocks the
+    whole first block of keys for query 0, on scores whose running max rises in a later
+    block; d_v != d_k; float32 and float64."""
+    cases = []
+    for dtype, batch, (tq, tk, dk, dv), block_size, mask_kind in (
+        (np.float32, (), (1, 6, 2, 2), 1, None),
+        (np.float64, (), (2, 3, 1, 3), 5, None),
+        (np.float32, (2, 2), (4, 5, 3, 1), 2, "broadcast"),
+        (np.float64, (2,), (3, 7, 2, 3), 2, "first block blocked"),
+    ):
+        while True:
+            q, k, v = (grid_array(rng, dtype, (*batch, t, d)) for t, d in
+                       ((tq, dk), (tk, dk), (tk, dv)))
+            mask = None
+            if mask_kind == "broadcast":
+                mask = telling_mask(rng, (tq, tk))
+            elif mask_kind is not None:
+                first = rng.random((*batch, tq, block_size)) < 0.5
+                first[..., 0, :] = True  # query 0 has no key in the first block
+                mask = np.concatenate([first, telling_mask(rng, (*batch, tq, tk - block_size))],
+                                      axis=-1)
+            if mask_kind != "first block blocked" or running_max_rises(q, k, mask, block_size):
+                break
+        cases.append({"case": Flash(q, k, v, mask, block_size)})
+    return cases
+
+
+@EX.check(points=1, hidden=True, cases=flash_structures,
+          prop="flash_attention agrees with the answer key.")
 @given(case=flash_case())
 def test_flash_matches_answer_key(ctx, case):
     assert_close(ctx.student.flash_attention(*case), ctx.key.flash_attention(*case),

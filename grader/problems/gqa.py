@@ -27,7 +27,15 @@ from ..core.delegation import ATTENTION_RULE
 from ..core.diagnose import mistaken
 from ..core.exercise import Exercise
 from ..core.plural import counted
-from ..core.strategies import FLOAT_DTYPES, Seeded, allowed_somewhere, seeds
+from ..core.strategies import (
+    FLOAT_DTYPES,
+    Seeded,
+    allowed_somewhere,
+    causal,
+    grid_array,
+    seeds,
+    telling_mask,
+)
 from ..sandbox.worker import BadReturn, linears, load_state, plain, seed_cpu
 from .mha import MultiHeadAttention, with_weights
 
@@ -280,7 +288,38 @@ def informative_tokens(rng):
 
 
 ### BEGIN HIDDEN CHECKS
-@EX.check(points=1, hidden=True, prop="GroupedQueryAttention agrees with the answer key.")
+def gqa_structures(rng):
+    """The configurations the visible checks are built on, whatever the course secret, with
+    weights, input and mask from ``rng``: one key/value head for all, one per query head, and
+    groups of two and three; no mask, the causal mask and another; with and without biases;
+    float32 and float64."""
+    cases = []
+    for dtype, (kv, rep, d_head), bias, (b, t), mask_kind in (
+        (np.float32, (1, 3, 2), False, (2, 2), "causal"),
+        (np.float64, (2, 1, 1), True, (2, 3), None),
+        (np.float32, (3, 2, 1), False, (1, 4), "other"),
+        (np.float64, (2, 3, 2), True, (2, 3), "other"),
+    ):
+        n_head = kv * rep
+        d_model = n_head * d_head
+        state = {}
+        for name, out in (("wq", d_model), ("wk", kv * d_head), ("wv", kv * d_head),
+                          ("wo", d_model)):
+            state[f"{name}.weight"] = grid_array(rng, dtype, (out, d_model), -1, 1)
+            if bias:
+                state[f"{name}.bias"] = grid_array(rng, dtype, (out,), -1, 1)
+        x = grid_array(rng, dtype, (b, t, d_model), -2, 2)
+        mask = None
+        if mask_kind == "causal":
+            mask = causal(t)
+        elif mask_kind == "other":
+            mask = telling_mask(rng, (t, t))
+        cases.append({"case": GQA(d_model, n_head, kv, bias, state, x, mask)})
+    return cases
+
+
+@EX.check(points=1, hidden=True, cases=gqa_structures,
+          prop="GroupedQueryAttention agrees with the answer key.")
 @given(case=gqa_case())
 def test_gqa_matches_answer_key(ctx, case):
     got, expected = ctx.student.gqa_forward(*case), ctx.key.gqa_forward(*case)

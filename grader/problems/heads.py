@@ -123,7 +123,19 @@ def informative_heads(rng):
 
 
 ### BEGIN HIDDEN CHECKS
-@EX.check(points=1, hidden=True, prop="split_heads and merge_heads agree with the answer key.")
+def heads_structures(rng):
+    """The shapes the visible checks are built on, whatever the course secret, with distinct
+    entries in an order from ``rng``: one head and several, heads one column wide and wider,
+    one position, a batch of one and of two."""
+    cases = []
+    for b, t, n_head, d_head in ((2, 1, 3, 2), (1, 4, 4, 1), (2, 2, 1, 3), (2, 3, 2, 3)):
+        x = rng.permutation(b * t * n_head * d_head).astype(np.float64)
+        cases.append({"case": Heads(x.reshape(b, t, n_head * d_head), n_head)})
+    return cases
+
+
+@EX.check(points=1, hidden=True, cases=heads_structures,
+          prop="split_heads and merge_heads agree with the answer key.")
 @given(case=heads_case())
 def test_heads_match_answer_key(ctx, case):
     assert_equal(ctx.student.split_heads(*case), ctx.key.split_heads(*case), "split_heads")

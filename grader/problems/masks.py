@@ -177,7 +177,25 @@ def informative_lengths(rng):
 
 
 ### BEGIN HIDDEN CHECKS
-@EX.check(points=1, hidden=True,
+def masks_structures(rng):
+    """The kinds of call the visible checks are built on, whatever the course secret, with the
+    sizes from ``rng``: a window of 1, one shorter than the sequence and one as long or longer;
+    one padded sequence, three of which one is not padded, and two of which one is."""
+    def ints(low, high):  # low..high, both included
+        return int(rng.integers(low, high + 1))
+
+    short, long = ints(4, 8), ints(1, 8)
+    window_cases = [Window(ints(2, 8), 1), Window(short, ints(2, short - 1)),
+                    Window(long, ints(long, 9))]
+    t = ints(3, 6)
+    padding_cases = [Padding(rng.permutation(np.array(lengths, dtype=np.int64)), length)
+                     for lengths, length in (([ints(1, 5)], 6),
+                                             ([t, ints(1, t - 1), ints(1, t - 1)], t),
+                                             ([ints(1, 2), 3], 3))]
+    return [{"window": w, "padding": p} for w, p in zip(window_cases, padding_cases)]
+
+
+@EX.check(points=1, hidden=True, cases=masks_structures,
           prop="sliding_window_mask and padding_mask agree with the answer key.")
 @given(window=windows, padding=padding_case())
 def test_masks_match_answer_key(ctx, window, padding):

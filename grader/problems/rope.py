@@ -21,7 +21,7 @@ from hypothesis.extra import numpy as hnp
 from ..core.assertions import CheckFailed, assert_close, assert_shape, expect_value_error
 from ..core.diagnose import grid, mistaken
 from ..core.exercise import Exercise
-from ..core.strategies import FLOAT_DTYPES, Seeded, floats_array, seeds
+from ..core.strategies import FLOAT_DTYPES, Seeded, floats_array, grid_array, seeds
 
 EX = Exercise("rope", functions=("rotary_embedding",), framework="numpy", track="bonus",
               points=10, order=11,
@@ -261,7 +261,23 @@ def informative_rows(rng):
 
 
 ### BEGIN HIDDEN CHECKS
-@EX.check(points=1, hidden=True, prop="rotary_embedding agrees with the answer key.")
+def rope_structures(rng):
+    """The shapes the visible checks are built on, whatever the course secret, with x and the
+    positions (distinct, negative ones among those allowed) from ``rng``: d = 2, 4 and 6, no
+    leading axis to two, one position to four, every base, float32 and float64."""
+    cases = []
+    for dtype, batch, t, d, base in ((np.float32, (), 1, 6, BASES[0]),
+                                     (np.float64, (2, 2), 2, 2, BASES[2]),
+                                     (np.float32, (2,), 3, 4, BASES[1]),
+                                     (np.float64, (2,), 4, 6, BASES[0])):
+        x = grid_array(rng, dtype, (*batch, t, d))
+        positions = rng.choice(np.arange(-8, LARGEST_POSITION[dtype] + 1), t, replace=False)
+        cases.append({"case": Rope(x, positions.astype(np.int64), base)})
+    return cases
+
+
+@EX.check(points=1, hidden=True, cases=rope_structures,
+          prop="rotary_embedding agrees with the answer key.")
 @given(case=rope_case())
 def test_rope_matches_answer_key(ctx, case):
     assert_close(student_rope(ctx, *case), ctx.key.rotary_embedding(*case), dtype=case.x.dtype)

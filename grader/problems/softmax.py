@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from ..core.assertions import CheckFailed, assert_close, assert_shape, expect_value_error
 from ..core.diagnose import grid, matches, softmax_unchecked
 from ..core.exercise import Exercise
-from ..core.strategies import Logits, allowed_somewhere, logits_and_axis
+from ..core.strategies import Logits, allowed_somewhere, grid_array, logits_and_axis
 
 EX = Exercise("softmax", functions=("softmax",), framework="numpy", track="core", points=15,
               order=1,
@@ -195,7 +195,17 @@ def informative_logits(rng):
 
 
 ### BEGIN HIDDEN CHECKS
-@EX.check(points=1, hidden=True, prop="softmax agrees with the answer key.")
+def softmax_structures(rng):
+    """The shapes and axes the visible checks are built on, whatever the course secret, with
+    logits from ``rng``: one to three axes, the first, a middle and the last one (counted from
+    either end), float32 and float64."""
+    return [{"case": Logits(grid_array(rng, dtype, shape, -10, 10), axis)}
+            for dtype, shape, axis in ((np.float32, (4,), -1), (np.float64, (3, 4), 1),
+                                       (np.float64, (2, 3, 4), 0), (np.float32, (4, 2, 3), -2))]
+
+
+@EX.check(points=1, hidden=True, cases=softmax_structures,
+          prop="softmax agrees with the answer key.")
 @given(case=logits_and_axis())
 def test_softmax_matches_answer_key(ctx, case):
     assert_close(ctx.student.softmax(*case), ctx.key.softmax(*case), dtype=case.logits.dtype,

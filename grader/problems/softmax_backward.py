@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from ..core.assertions import CheckFailed, assert_close, assert_shape, expect_value_error
 from ..core.diagnose import matches, softmax_unchecked
 from ..core.exercise import Exercise
-from ..core.strategies import floats_array, logits_and_axis
+from ..core.strategies import floats_array, grid_array, logits_and_axis
 from .softmax import softmax as reference_softmax
 
 EX = Exercise("softmax_backward", functions=("softmax_backward",), framework="numpy",
@@ -165,7 +165,20 @@ def informative_gradients(rng):
 
 
 ### BEGIN HIDDEN CHECKS
-@EX.check(points=1, hidden=True, prop="softmax_backward agrees with the answer key.")
+def backward_structures(rng):
+    """The shapes and axes the visible checks are built on, whatever the course secret, with
+    logits and upstream gradients from ``rng``: one to three axes, the first, a middle and the
+    last one (counted from either end)."""
+    cases = []
+    for shape, axis in (((4,), -1), ((3, 4), 0), ((2, 3, 4), -2), ((3, 2, 4), 2)):
+        logits = grid_array(rng, np.float64, shape, -4, 4)
+        upstream = grid_array(rng, np.float64, shape, -3, 3)
+        cases.append({"case": Backward(reference_softmax(logits, axis), upstream, axis)})
+    return cases
+
+
+@EX.check(points=1, hidden=True, cases=backward_structures,
+          prop="softmax_backward agrees with the answer key.")
 @given(case=backward_case())
 def test_softmax_backward_matches_answer_key(ctx, case):
     assert_close(ctx.student.softmax_backward(*case), ctx.key.softmax_backward(*case))

@@ -26,7 +26,15 @@ from ...core.assertions import (
 from ...core.delegation import ATTENTION_RULE
 from ...core.exercise import Exercise
 from ...core.plural import counted
-from ...core.strategies import SEEDS, allowed_somewhere, floats_array, seeded_grid
+from ...core.strategies import (
+    SEEDS,
+    allowed_somewhere,
+    causal,
+    floats_array,
+    grid_array,
+    seeded_grid,
+    telling_mask,
+)
 from ...sandbox.worker import BadReturn, linears, load_state, plain, run_backward, seed_cpu
 from ..attention import causal_mask
 
@@ -411,7 +419,36 @@ def informative_tokens(rng):
 
 
 ### BEGIN HIDDEN CHECKS
-@EX.check(points=2, hidden=True, prop="MultiHeadAttention agrees with the answer key.")
+def mha_structures(rng):
+    """The inputs the visible checks are built on, whatever the course secret, with weights,
+    input and mask from ``rng``: one head and several; no mask, the causal mask, another
+    (T, T) mask and a (B, H, T, T) one per batch entry and head; with and without biases;
+    float32 and float64."""
+    cases = []
+    for dtype, (n_head, d_head), bias, (b, t), mask_kind in (
+        (np.float64, (1, 2), False, (1, 2), None),
+        (np.float32, (3, 1), True, (1, 4), "causal"),
+        (np.float32, (2, 1), False, (2, 3), "broadcast"),
+        (np.float64, (3, 2), True, (2, 4), "per head"),
+    ):
+        d_model = n_head * d_head
+        state = {}
+        for name in PROJECTIONS:
+            state[f"{name}.weight"] = grid_array(rng, dtype, (d_model, d_model), -1, 1)
+            if bias:
+                state[f"{name}.bias"] = grid_array(rng, dtype, (d_model,), -1, 1)
+        x = grid_array(rng, dtype, (b, t, d_model), -2, 2)
+        mask = None
+        if mask_kind == "causal":
+            mask = causal(t)
+        elif mask_kind is not None:
+            mask = telling_mask(rng, (t, t) if mask_kind == "broadcast" else (b, n_head, t, t))
+        cases.append({"case": MHA(d_model, n_head, bias, state, x, mask)})
+    return cases
+
+
+@EX.check(points=2, hidden=True, cases=mha_structures,
+          prop="MultiHeadAttention agrees with the answer key.")
 @given(case=mha_case())
 def test_mha_matches_answer_key(ctx, case):
     got = loaded(ctx.student.mha_forward(*case), case)
