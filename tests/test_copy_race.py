@@ -300,3 +300,103 @@ def test_a_grader_that_is_not_root_copies_neither_a_swapped_link_nor_a_second_na
                               capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "0", f"the secret was copied in {done.stdout.strip()} of 50"
+
+
+# -- every route that reads a student's files -------------------------------------------------
+def write_notebook(path: Path, marker: str) -> None:
+    """The kit's core notebook, its heads cell saying ``marker``."""
+    import json
+
+    from grader.integrations import notebook
+
+    nb = notebook.notebook(track="core")
+    for cell in nb["cells"]:
+        if cell["metadata"].get("nbgrader", {}).get("grade_id") == "heads":
+            cell["source"] = f"%%exercise heads\n{marker} = 1\n"
+    path.write_text(json.dumps(nb))
+
+
+def test_nbgrader_reads_neither_a_linked_notebook_nor_a_linked_timestamp(shared, canary):
+    """nbgrader's collected folder: ``attention.ipynb`` a link to another student's notebook,
+    ``timestamp.txt`` a link to the canary. On 4e1a685 the first was graded as this
+    student's, and the second copied into ``autograded/`` (which ``generate_feedback`` hands
+    back to the student). Now the notebook is "missing" and the timestamp none."""
+    from grader.integrations.nbgrader_autograde import read_submission
+    from grader.integrations.nbgrader_gradebook import Layout, Submission
+
+    path, _ = canary
+    layout = Layout("attention", ["softmax", "heads"], {}, None)
+    bob = shared / "bob" / "attention"
+    bob.mkdir(parents=True)
+    write_notebook(bob / "attention.ipynb", "BOBS_WORK")
+    (bob / "timestamp.txt").write_text("2026-01-01 10:00:00.000000 UTC\n")
+    mallory = shared / "mallory" / "attention"
+    mallory.mkdir(parents=True)
+    (mallory / "attention.ipynb").symlink_to(bob / "attention.ipynb")
+    (mallory / "timestamp.txt").symlink_to(path)
+    sub = read_submission(Submission("mallory", mallory), layout)
+    assert sub.status == "missing notebook" and sub.text is None and sub.found is None
+    assert getattr(sub, "timestamp", b"?") is None
+    honest = read_submission(Submission("bob", bob), layout)
+    assert honest.status == "graded"
+    assert "BOBS_WORK" in honest.found.files["heads"]
+    assert honest.timestamp == b"2026-01-01 10:00:00.000000 UTC\n"
+
+
+def test_a_notebook_that_is_a_pipe_or_a_link_is_not_one(shared, canary):
+    """``read_notebook`` never waits on a pipe (4e1a685's ``read_bytes`` waited for a writer
+    that never came) nor follows a link."""
+    import threading
+
+    from grader.integrations import notebook
+
+    path, _ = canary
+    pipe, link = shared / "pipe.ipynb", shared / "link.ipynb"
+    os.mkfifo(pipe)
+    link.symlink_to(path)
+    said = {}
+
+    def read() -> None:
+        for name, where in (("pipe", pipe), ("link", link)):
+            try:
+                notebook.read_notebook(where)
+            except notebook.NotANotebook as error:
+                said[name] = str(error)
+
+    worker = threading.Thread(target=read, daemon=True)
+    worker.start()
+    worker.join(20)
+    if worker.is_alive():  # let the old code's open go on, so the thread ends
+        os.close(os.open(pipe, os.O_WRONLY | os.O_NONBLOCK))
+    assert said == {"pipe": "not a regular file", "link": "not a regular file"}
+
+
+def test_gradescope_reads_the_upload_as_every_route_copies_it(shared, canary, tmp_path):
+    """An upload holding a pipe named like a notebook (and a link to the key's attention.py):
+    on 4e1a685 the run waited on the pipe for ever (Gradescope's timeout, no results); now it
+    grades what is there."""
+    import json
+    import threading
+
+    from grader.integrations import gradescope
+
+    root = tmp_path / "autograder"
+    (root / "source").mkdir(parents=True)
+    (root / "source" / "course.toml").write_text(
+        "".join(f"[exercises.{name}]\nenabled = {str(name == 'softmax').lower()}\n"
+                for name in engine.load().names()))
+    upload = root / "submission"
+    upload.mkdir()
+    (upload / "softmax.py").write_text(SOFTMAX)
+    (upload / "attention.py").symlink_to(SOLUTIONS / "attention.py")
+    os.mkfifo(upload / "answers.ipynb")
+    done = {}
+    worker = threading.Thread(target=lambda: done.update(gradescope.run(root)), daemon=True)
+    worker.start()
+    worker.join(120)
+    if worker.is_alive():
+        os.close(os.open(upload / "answers.ipynb", os.O_WRONLY | os.O_NONBLOCK))
+        worker.join(60)
+        pytest.fail("the Gradescope run waited on a pipe in the upload")
+    softmax = done["extra_data"]["exercises"]["softmax"]  # no key: the visible checks alone
+    assert softmax["score"] == softmax["max_score"] == 14, json.dumps(done)[:2000]

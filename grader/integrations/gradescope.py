@@ -19,6 +19,7 @@ from typing import Any
 
 from ..core.course import KIT_ROOT as ROOT
 from ..core.course import SECRET_FILE, course_secret, load, number
+from ..core.submission import BadSubmission, copy_submission
 
 BUNDLE = ROOT / "dist" / "gradescope-autograder.zip"
 FIXED_TIME = (2020, 1, 1, 0, 0, 0)  # zip entries carry no build time: the same input, same bytes
@@ -150,17 +151,25 @@ def run(root: Path) -> dict[str, Any]:
 
     bundled = root / "source" / "course.toml"
     course = load(bundled if bundled.is_file() else None)
-    submission = root / "submission"
     names = course.names()
-    try:
-        folder = find_exercise_folder(submission, names) if submission.is_dir() else None
-        files = sum((folder / f"{n}.py").is_file() for n in names) if folder else 0
-        uploaded = find_notebook(submission, names) if submission.is_dir() else None
-    except OSError as error:  # a path too deep or too long to read
-        return failure(f"This submission could not be graded: a file in it cannot be read "
-                       f"({error.strerror}).")
     notes = []
-    with tempfile.TemporaryDirectory(prefix="attention-kit-notebook-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="attention-kit-upload-") as tmp:
+        # Everything below reads this copy, made as every route copies a submission (no link
+        # followed, no pipe opened, within the bounds): an upload may hold links (a zip can).
+        submission = Path(tmp) / "submission"
+        if (root / "submission").is_dir():
+            submission.mkdir()
+            try:
+                copy_submission(root / "submission", submission)
+            except BadSubmission as error:
+                return failure(f"This submission could not be graded: {error}")
+        try:
+            folder = find_exercise_folder(submission, names) if submission.is_dir() else None
+            files = sum((folder / f"{n}.py").is_file() for n in names) if folder else 0
+            uploaded = find_notebook(submission, names) if submission.is_dir() else None
+        except OSError as error:  # a path too deep or too long to read
+            return failure(f"This submission could not be graded: a file in it cannot be read "
+                           f"({error.strerror}).")
         if uploaded is not None and len(uploaded[1].files) > files:
             path, found = uploaded
             folder = Path(tmp) / "answers"
