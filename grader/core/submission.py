@@ -158,8 +158,8 @@ def _receive(process: subprocess.Popen[bytes], source: Path, target: Path, deadl
             return
         if kind == b"R":
             where, _, why = path.partition(b"\0")
-            raise BadSubmission(f"cannot read {os.fsdecode(where) or '.'}/ in the submission "
-                                f"({why.decode('utf-8', 'replace')})")
+            raise BadSubmission(f"cannot read {_shown(where) or '.'}/ in the submission "
+                                f"({_shown(why)})")
         parts = path.split(b"/")
         parent = b"/".join(parts[:-1])
         if (parent not in folders or path in taken or not _plain(parts[-1])
@@ -206,6 +206,22 @@ def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]
+
+
+def _shown(name: bytes) -> str:
+    """A path of the student's in a message: what does not print (a control or bidirectional
+    character, a byte that is not UTF-8) as its escape, as ``inert.name`` shows folders."""
+    out = []
+    for c in name.decode("utf-8", "surrogateescape"):
+        if 0xDC80 <= ord(c) <= 0xDCFF:  # a byte that is not UTF-8
+            out.append(f"\\x{ord(c) - 0xDC00:02x}")
+        elif c == "\\":
+            out.append("\\\\")
+        elif not c.isprintable():
+            out.append(f"\\u{ord(c):04x}" if ord(c) <= 0xFFFF else f"\\U{ord(c):08x}")
+        else:
+            out.append(c)
+    return "".join(out)
 
 
 def _plain(name: bytes) -> bool:

@@ -305,7 +305,7 @@ def markdown(summary: dict[str, Any]) -> str:
         problems = issue_lines(summary["roster"])
         lines += ["", "## Roster", ""] + ([f"- {inert.markdown(p)}" for p in problems] or [
             "Every submission folder is in the roster, once, and every entry submitted."])
-    return "\n".join(lines) + "\n"
+    return inert.plain("\n".join(lines) + "\n")  # every student text is a cell, and then this
 
 
 # -- writing ----------------------------------------------------------------------------------

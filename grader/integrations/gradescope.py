@@ -20,6 +20,7 @@ from typing import Any
 from ..core.course import KIT_ROOT as ROOT
 from ..core.course import SECRET_FILE, course_secret, load, number
 from ..core.submission import BadSubmission, copy_submission
+from . import inert
 
 BUNDLE = ROOT / "dist" / "gradescope-autograder.zip"
 FIXED_TIME = (2020, 1, 1, 0, 0, 0)  # zip entries carry no build time: the same input, same bytes
@@ -139,7 +140,8 @@ def _unreadable_notebooks(submission: Path) -> list[str]:
 
 
 def failure(message: str) -> dict[str, Any]:
-    return {"score": 0, "output": message, "tests": [], "stdout_visibility": "hidden"}
+    return {"score": 0, "output": inert.plain(message), "tests": [],
+            "stdout_visibility": "hidden"}
 
 
 def run(root: Path) -> dict[str, Any]:
@@ -188,7 +190,7 @@ def run(root: Path) -> dict[str, Any]:
         except engine.BadSubmission as error:
             return failure(f"This submission could not be graded: {error}")
     data = report.to_json(result)  # never the student's printed output
-    data["output"] = " ".join([visible_summary(result), *notes])
+    data["output"] = inert.plain(" ".join([visible_summary(result), *notes]))
     data["stdout_visibility"] = "hidden"
     return data
 

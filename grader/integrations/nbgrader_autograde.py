@@ -277,4 +277,4 @@ def summary(subs: list[Submission]) -> str:
         lines.append(f"{sub.student:<{width}}{score:<13}{sub.status}")
     graded = sum(s.results is not None for s in subs)
     lines += ["-" * (width + 50), f"{graded} of {len(subs)} notebooks graded"]
-    return "\n".join(lines)
+    return inert.plain("\n".join(lines))

@@ -21,7 +21,7 @@ from typing import Any
 
 from ..core.course import COURSE_ENV, Course, number
 from ..core.engine import CheckResult, ExerciseResult
-from . import kernel
+from . import inert, kernel
 from . import notebook as nbfile
 
 HIDDEN_SUFFIX, VISIBLE_SUFFIX = "_hidden_tests", "_tests"
@@ -125,14 +125,15 @@ def cell_outputs(sub: Submission, exercise: str, hidden: bool) -> list[dict[str,
     """A test cell's outputs, as running ``score(exercise, hidden=...)`` in the kernel prints
     them: the feedback, then the points (nbgrader's partial credit); an error if not graded."""
     if sub.results is None:
-        return [{"output_type": "error", "ename": "NotGraded", "evalue": sub.status,
-                 "traceback": [f"{exercise}: {sub.status}"]}]
+        status = inert.plain(sub.status)
+        return [{"output_type": "error", "ename": "NotGraded", "evalue": status,
+                 "traceback": [f"{exercise}: {status}"]}]
     graded = exercise_results(sub.results).get(exercise) or ExerciseResult(exercise, 0)
     if exercise in sub.deleted:
         graded.error = DELETED
     checks = [c for c in graded.checks if c.hidden == hidden]
     points = 0 if graded.error else number(sum(c.points for c in checks))
-    text = kernel.feedback_text(exercise, graded, checks, points)
+    text = inert.plain(kernel.feedback_text(exercise, graded, checks, points))
     return [
         {"output_type": "stream", "name": "stdout", "text": text + "\n"},
         {"output_type": "execute_result", "execution_count": None, "metadata": {},

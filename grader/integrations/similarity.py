@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +29,7 @@ import numpy as np
 from ..core.course import KIT_ROOT, Course
 from ..core.reader import read_regular
 from . import inert
+from .inert import html as escape  # html.escape, and no control or bidirectional character
 
 STUBS = KIT_ROOT / "exercises"
 CORPUS = "corpus"  # the prefix of an outside solution's name in a pair: "corpus/<folder>"
@@ -215,7 +215,8 @@ def side_by_side(exercise: str, score: float, left: tuple[str, Fingerprint],
     for (who, mine), marks in zip((left, right), slices):
         marked, _ = utils.highlight_overlap(mine.raw_code, marks, "<mark>", "</mark>",
                                             escape_html=True)
-        columns.append(f"<div><h2>{escape(who)}</h2><pre>{marked}</pre></div>")
+        # the code as text: a bidirectional control would show it in another order
+        columns.append(f"<div><h2>{escape(who)}</h2><pre>{inert.plain(marked)}</pre></div>")
     return "\n".join([
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">',
         f"<title>{escape(exercise)}: {escape(left[0])} and {escape(right[0])}</title>",
