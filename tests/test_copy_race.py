@@ -400,3 +400,21 @@ def test_gradescope_reads_the_upload_as_every_route_copies_it(shared, canary, tm
         pytest.fail("the Gradescope run waited on a pipe in the upload")
     softmax = done["extra_data"]["exercises"]["softmax"]  # no key: the visible checks alone
     assert softmax["score"] == softmax["max_score"] == 14, json.dumps(done)[:2000]
+
+
+def test_a_copy_stopped_by_a_bound_leaves_no_descriptor_open(tmp_path):
+    """The walk runs in the grading process where there are no rights to drop: a copy that a
+    bound stops (here a file past 20 MiB, deep in nested folders) closes every folder it
+    opened, however many copies fail."""
+    from grader.core.submission import MAX_SUBMISSION_BYTES, BadSubmission
+
+    deep = tmp_path / "student" / "a" / "b" / "c"
+    deep.mkdir(parents=True)
+    (deep / "big.bin").write_bytes(b"\0" * (MAX_SUBMISSION_BYTES + 1))
+    (deep.parent / "d").mkdir()  # a folder still waiting to be opened when the copy stops
+    before = len(os.listdir("/proc/self/fd"))
+    for attempt in range(20):
+        (tmp_path / str(attempt)).mkdir()
+        with pytest.raises(BadSubmission, match="more than 20 MiB"):
+            copy_submission(tmp_path / "student", tmp_path / str(attempt))
+    assert len(os.listdir("/proc/self/fd")) == before

@@ -10,14 +10,15 @@ is never looked up again. Pipes, sockets and devices are never opened (``lstat``
 ``O_NONBLOCK`` so that one swapped in since cannot block). ``admitted`` leaves out the second
 name of someone else's file.
 
-This module runs in two places. In the grading process, ``read_regular`` reads one file this
-way (a notebook, a file the similarity check compares). As the *reader process*, this file's
-text runs in a fresh ``python -I -S`` (``grader.core.submission.copy_submission`` starts it):
-as root, it takes the submission owner's uid, gid and groups before it opens anything, so the
-kernel itself refuses whatever that person could not read, and walks the folder, writing what
-it found to its standard output (``main``). It imports nothing but ``os``, ``stat`` and
-``sys``, and holds nothing of the grading process: its memory, which the owner may then read,
-is what the owner may read anyway. The grading process trusts none of what it sends.
+``read_regular`` reads one file this way (a notebook, a file the similarity check compares);
+``walk`` a whole folder, for ``grader.core.submission.copy_submission``, which takes what it
+sends. Where the copy must read with a student's rights (as root, a folder of another user's),
+``walk`` runs in the *reader process*: this file's text in a fresh ``python -I -S``, which
+takes that user's uid, gid and groups before it opens anything, so that the kernel itself
+refuses what the student could not read, and writes its frames to its standard output
+(``main``). It imports nothing but ``os``, ``stat``, ``errno`` and ``sys``, and holds nothing of
+the grading process: its memory, which the student may then read, is what the student may read
+anyway. The grading process trusts none of what it sends.
 
 Frames (all lengths big-endian): a kind byte, a 4-byte length and a path relative to the
 folder (``/`` between names, the names' own bytes); then, for a file, an 8-byte length and its
@@ -32,6 +33,10 @@ import errno
 import os
 import stat
 import sys
+
+TYPE_CHECKING = False  # the reader process imports nothing it does not use
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -117,11 +122,22 @@ def _write(data: bytes) -> None:
         view = view[os.write(1, view):]
 
 
-def walk(root: int, budget: int, only: set[bytes] | None) -> None:
-    """Send what the folder open at ``root`` holds, in the order the copy takes it: each
-    folder's names sorted, folders entered last-found first. ``budget``: the bytes of file
-    content to send in all (one more says there were more); ``only``: the names at the top
-    that count (None: all)."""
+def walk(root: int, budget: int, only: set[bytes] | None,
+         send: Callable[..., None] = _frame) -> None:
+    """Send what the folder open at ``root`` holds, as frames ``send(kind, path[, data])``, in
+    the order the copy takes it: each folder's names sorted, folders entered last-found first.
+    ``budget``: the bytes of file content to send in all (one more says there were more);
+    ``only``: the names at the top that count (None: all). ``root`` stays open."""
+    opened: list[_Open] = []
+    try:
+        _walk(os.dup(root), budget, only, send, opened)
+    finally:  # a copy stopped early (a bound, an error) leaves no descriptor open
+        for folder in opened:
+            folder.close()
+
+
+def _walk(root: int, budget: int, only: set[bytes] | None, send: Callable[..., None],
+          opened: list[_Open]) -> None:
     todo: list[tuple[bytes, _Open | None, str]] = [(b"", None, "")]
     while todo:
         relative, parent, name = todo.pop()
@@ -131,16 +147,17 @@ def walk(root: int, budget: int, only: set[bytes] | None) -> None:
                 folder_fd = os.open(name, FOLDER_FLAGS, dir_fd=parent.fd)
             except OSError as error:
                 if error.errno not in (errno.ELOOP, errno.ENOTDIR, errno.ENOENT):
-                    _frame(b"R", relative[:-1] + b"\0" + (error.strerror or "").encode())
+                    send(b"R", relative[:-1] + b"\0" + (error.strerror or "").encode())
                     return
                 continue  # not a folder any more: its copy stays empty
             finally:
                 parent.done()
         here = _Open(folder_fd)
+        opened.append(here)
         try:
             names = sorted(os.listdir(folder_fd))
         except OSError as error:
-            _frame(b"R", relative[:-1] + b"\0" + (error.strerror or "").encode())
+            send(b"R", relative[:-1] + b"\0" + (error.strerror or "").encode())
             return
         for entry in names:
             raw = os.fsencode(entry)
@@ -152,7 +169,7 @@ def walk(root: int, budget: int, only: set[bytes] | None) -> None:
             except OSError:
                 kind = 0  # gone since the listing
             if stat.S_ISDIR(kind):
-                _frame(b"D", path)
+                send(b"D", path)
                 here.waiting += 1
                 todo.append((path + b"/", here, entry))
             elif stat.S_ISREG(kind):
@@ -161,16 +178,16 @@ def walk(root: int, budget: int, only: set[bytes] | None) -> None:
                 except OSError:
                     data = None  # what its owner may not read is left out
                 if data is None:
-                    _frame(b"L", path)
+                    send(b"L", path)
                     continue
                 budget -= len(data)
-                _frame(b"F", path, data)
+                send(b"F", path, data)
                 if budget < 0:
                     return  # past the bound: the copy stops there
             else:
-                _frame(b"L", path)
+                send(b"L", path)
         here.done()
-    _frame(b"Z", b"")
+    send(b"Z", b"")
 
 
 class _Open:
@@ -182,7 +199,12 @@ class _Open:
     def done(self) -> None:
         self.waiting -= 1
         if self.waiting == 0:
+            self.close()
+
+    def close(self) -> None:
+        if self.fd >= 0:
             os.close(self.fd)
+            self.fd = -1
 
 
 def main(argv: list[str]) -> None:

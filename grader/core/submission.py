@@ -23,7 +23,6 @@ MAX_DEPTH = 16  # folders deep
 MAX_PATH = 1000  # characters of a path inside the submission
 NO_GROUP = 65534  # the gid an owner without an account reads with (no group's rights)
 READER = Path(reader.__file__).read_text()  # the reader process's program (``reader.main``)
-FRAME_KINDS = b"DFLRZ"
 MAX_NAME_BYTES = 1 << 16  # a frame's path (or a folder's path and why it failed)
 
 
@@ -41,57 +40,66 @@ def copy_submission(source: Path, target: Path, *, seconds: float = 60.0,
     bound it broke, or what could not be read.
 
     A student's process may change the folder while it is copied (a lab machine, a home
-    folder on JupyterHub, an exchange on a shared disk), so the copy never reads with more
-    rights than the student has: a reader process (``grader.core.reader``, a fresh
-    interpreter holding nothing of this one) opens each entry relative to its folder's
-    descriptor, without following a link, checks what it opened, and sends the bytes here.
-    As root it first takes the uid, gid and groups of the submission's owner: whoever owns
-    ``source``, or whoever made it where it is a link made by someone else than root or the
-    grading user. A file a hard link gives a second name is then read only if that person
-    may read it, decided by the kernel, with no rule of the kit's to get wrong (ACLs
-    included); as another user, ``reader.admitted`` leaves out another's file with a second
-    name. A child rather than checks of permission bits here: the kernel's answer is the
-    only exact one, and a folder a student controls is then read as that student could,
-    whatever it holds. This process trusts nothing the reader sends: every name is checked
-    (no ``..``, no ``/``, no hidden name, inside a folder it sent first) and every bound is
-    counted here, where the reader cannot change it."""
+    folder on JupyterHub, an exchange on a shared disk), so the copy never follows a link and
+    never reads with more rights than the student has. ``reader.walk`` opens each entry
+    relative to its folder's descriptor, without following a link, checks what it opened and
+    reads from that descriptor. As root, for a folder owned by another user (or named by a
+    link another user made), it runs in a reader process (a fresh interpreter holding nothing
+    of this one) that first takes that user's uid, gid and groups: a file a hard link gives a
+    second name is then read only if that person may read it, as the kernel decides, with no
+    rule of the kit's to get wrong (ACLs included). A child rather than checks of permission
+    bits here: the kernel's answer is the only exact one, and a folder a student controls is
+    then read as that student could, whatever it holds. Where there are no rights to drop
+    (this process is not root, or the folder is root's) the walk runs here, and
+    ``reader.admitted`` leaves out another's file with a second name. Either way this process
+    trusts nothing the walk sends: every name is checked (no ``..``, no ``/``, no hidden name,
+    inside a folder it sent first) and every bound is counted here (``_Copy``)."""
     source, target = Path(source), Path(target)
     try:
         root = os.open(source, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as error:
         raise BadSubmission(f"cannot read ./ in the submission ({error.strerror})") from None
+    copy = _Copy(source, target, seconds, only)
     try:
         identity = _owner(source, os.fstat(root))
-        wanted = "-" if only is None else ",".join(os.fsencode(n).hex() for n in only) or ","
-        argv = [sys.executable, "-I", "-S", "-c", READER, str(root),
-                str(MAX_SUBMISSION_BYTES), *(("-", "-", "") if identity is None else (
-                    str(identity[0]), str(identity[1]), ",".join(map(str, identity[2])))),
-                wanted]
-        with tempfile.TemporaryFile() as errors:
-            process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                       stderr=errors, pass_fds=(root,), cwd="/",
-                                       env={"LANG": "C.UTF-8", "PATH": "/usr/bin:/bin"})
-            os.close(root)
-            root = -1
-            try:
-                _receive(process, source, target, time.monotonic() + seconds, seconds, only)
-            except _Stopped as stopped:
-                process.kill()
-                process.wait()
-                errors.seek(0)
-                tail = errors.read()[-300:].decode("utf-8", "replace").strip().splitlines()
-                raise BadSubmission("the submission could not be read (" + (
-                    f"{stopped}: {tail[-1]}" if tail else str(stopped)) + ")") from None
-            finally:
-                with contextlib.suppress(OSError):
-                    process.kill()
-                process.wait()
-                assert process.stdout is not None
-                process.stdout.close()
+        wanted = None if only is None else {os.fsencode(n) for n in only}
+        if identity is None:
+            reader.walk(root, MAX_SUBMISSION_BYTES, wanted, copy.take)
+        else:
+            _read_as(identity, root, wanted, copy)
     finally:
-        if root >= 0:
-            os.close(root)
+        os.close(root)
+    if not copy.ended:
+        raise BadSubmission("the submission could not be read (the copy stopped early)")
     os.chmod(target, 0o755)
+
+
+def _read_as(identity: tuple[int, int, list[int]], root: int, wanted: set[bytes] | None,
+             copy: _Copy) -> None:
+    """The walk in a reader process with ``identity``'s rights, its frames taken here."""
+    uid, gid, groups = identity
+    argv = [sys.executable, "-I", "-S", "-c", READER, str(root), str(MAX_SUBMISSION_BYTES),
+            str(uid), str(gid), ",".join(map(str, groups)),
+            "-" if wanted is None else ",".join(n.hex() for n in wanted) or ","]
+    with tempfile.TemporaryFile() as errors:
+        process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                   stderr=errors, pass_fds=(root,), cwd="/",
+                                   env={"LANG": "C.UTF-8", "PATH": "/usr/bin:/bin"})
+        try:
+            _receive(_Stream(process, copy), copy)
+        except _Stopped as stopped:
+            process.kill()
+            process.wait()
+            errors.seek(0)
+            tail = errors.read()[-300:].decode("utf-8", "replace").strip().splitlines()
+            raise BadSubmission("the submission could not be read (" + (
+                f"{stopped}: {tail[-1]}" if tail else str(stopped)) + ")") from None
+        finally:
+            with contextlib.suppress(OSError):
+                process.kill()
+            process.wait()
+            assert process.stdout is not None
+            process.stdout.close()
 
 
 def _owner(source: Path, folder: os.stat_result) -> tuple[int, int, list[int]] | None:
@@ -118,19 +126,92 @@ class _Stopped(Exception):
     of the owner's that ended or traced the reader)."""
 
 
-class _Stream:
-    """The reader's standard output, read to a deadline."""
+class _Copy:
+    """What the walk finds, written into ``target``: each entry checked and counted here, in
+    the order the walk sends it, with the bounds' messages."""
 
-    def __init__(self, process: subprocess.Popen[bytes], deadline: float, seconds: float):
+    def __init__(self, source: Path, target: Path, seconds: float,
+                 only: Collection[str] | None):
+        self.source, self.target, self.seconds = source, os.fsencode(target), seconds
+        self.deadline = time.monotonic() + seconds
+        self.tops = None if only is None else {os.fsencode(n) for n in only}
+        self.folders: set[bytes] = {b""}  # made so far, relative to target
+        self.taken: set[bytes] = set()  # every name sent so far
+        self.total, self.entries, self.ended = 0, 0, False
+
+    def take(self, kind: bytes, path: bytes, data: bytes | None = None) -> None:
+        """One frame of the walk (``reader``'s kinds)."""
+        if self.entry(kind, path):
+            if kind == b"F":
+                self.room(len(data or b""))
+            self.write(kind, path, data or b"")
+
+    def entry(self, kind: bytes, path: bytes) -> bool:
+        """Check a frame's name and count it; whether it is a folder or file to write."""
+        if kind == b"Z":
+            self.ended = True
+            return False
+        if kind == b"R":
+            where, _, why = path.partition(b"\0")
+            raise BadSubmission(f"cannot read {_shown(where) or '.'}/ in the submission "
+                                f"({_shown(why)})")
+        parts = path.split(b"/")
+        parent = b"/".join(parts[:-1])
+        if (kind not in b"DFL" or len(kind) != 1 or self.ended or parent not in self.folders
+                or path in self.taken or not _plain(parts[-1])
+                or (self.tops is not None and not parent and parts[-1] not in self.tops)):
+            raise _Stopped("a frame the copy does not take")
+        self.taken.add(path)
+        self.entries += 1
+        if self.entries > MAX_ENTRIES:
+            raise BadSubmission(f"the submission holds more than {MAX_ENTRIES} files and "
+                                "folders (hidden ones aside)")
+        if len(os.fsdecode(path)) > MAX_PATH:
+            raise BadSubmission(f"a path in the submission is longer than {MAX_PATH} "
+                                "characters")
+        if time.monotonic() > self.deadline:
+            raise BadSubmission(f"copying the submission took more than {self.seconds:g} s")
+        if kind == b"D" and len(parts) > MAX_DEPTH:
+            raise BadSubmission(f"the submission's folders are more than {MAX_DEPTH} deep")
+        return kind != b"L"
+
+    def room(self, size: int) -> None:
+        """Count a file's bytes before they are read."""
+        self.total += size
+        if self.total > MAX_SUBMISSION_BYTES:
+            raise BadSubmission(f"{self.source} holds more than "
+                                f"{MAX_SUBMISSION_BYTES >> 20} MiB")
+
+    def write(self, kind: bytes, path: bytes, data: bytes) -> None:
+        destination = os.path.join(self.target, path)
+        if kind == b"D":
+            os.mkdir(destination, 0o755)
+            os.chmod(destination, 0o755)
+            self.folders.add(path)
+            return
+        fd = os.open(destination, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                     | os.O_CLOEXEC, 0o644)
+        try:
+            os.fchmod(fd, 0o644)
+            _write_all(fd, data)
+        finally:
+            os.close(fd)
+
+
+class _Stream:
+    """The reader process's standard output, read to the copy's deadline."""
+
+    def __init__(self, process: subprocess.Popen[bytes], copy: _Copy):
         assert process.stdout is not None
-        self.fd, self.deadline, self.seconds = process.stdout.fileno(), deadline, seconds
+        self.fd, self.copy = process.stdout.fileno(), copy
         self.buffer = bytearray()
 
     def take(self, count: int) -> bytes:
         while len(self.buffer) < count:
-            left = self.deadline - time.monotonic()
+            left = self.copy.deadline - time.monotonic()
             if left <= 0 or not select.select([self.fd], [], [], left)[0]:
-                raise BadSubmission(f"copying the submission took more than {self.seconds:g} s")
+                raise BadSubmission("copying the submission took more than "
+                                    f"{self.copy.seconds:g} s")
             part = os.read(self.fd, max(count - len(self.buffer), 1 << 16))
             if not part:
                 raise _Stopped("the reader stopped before the end")
@@ -139,67 +220,21 @@ class _Stream:
         return data
 
 
-def _receive(process: subprocess.Popen[bytes], source: Path, target: Path, deadline: float,
-             seconds: float, only: Collection[str] | None) -> None:
-    """Write what the reader sends into ``target``, checking each frame and every bound."""
-    stream = _Stream(process, deadline, seconds)
-    folders, taken = {b""}, set()  # the folders made so far; every name sent so far
-    tops = None if only is None else {os.fsencode(n) for n in only}
-    total, entries = 0, 0
-    while True:
+def _receive(stream: _Stream, copy: _Copy) -> None:
+    """Take the reader's frames (``reader._frame``) until its end."""
+    while not copy.ended:
         kind = stream.take(1)
-        if not kind or kind not in FRAME_KINDS:
-            raise _Stopped("a frame of an unknown kind")
         length = int.from_bytes(stream.take(4), "big")
         if length > MAX_NAME_BYTES:
             raise _Stopped("a name too long to be one")
         path = stream.take(length)
-        if kind == b"Z":
-            return
-        if kind == b"R":
-            where, _, why = path.partition(b"\0")
-            raise BadSubmission(f"cannot read {_shown(where) or '.'}/ in the submission "
-                                f"({_shown(why)})")
-        parts = path.split(b"/")
-        parent = b"/".join(parts[:-1])
-        if (parent not in folders or path in taken or not _plain(parts[-1])
-                or (tops is not None and not parent and parts[-1] not in tops)):
-            raise _Stopped("a name the copy does not take")
-        taken.add(path)
-        entries += 1
-        relative = os.fsdecode(path)
-        if entries > MAX_ENTRIES:
-            raise BadSubmission(f"the submission holds more than {MAX_ENTRIES} files and "
-                                "folders (hidden ones aside)")
-        if len(relative) > MAX_PATH:
-            raise BadSubmission(f"a path in the submission is longer than {MAX_PATH} "
-                                "characters")
-        if time.monotonic() > deadline:
-            raise BadSubmission(f"copying the submission took more than {seconds:g} s")
-        destination = os.path.join(os.fsencode(target), path)
-        if kind == b"D":
-            if len(parts) > MAX_DEPTH:
-                raise BadSubmission(f"the submission's folders are more than {MAX_DEPTH} "
-                                    "deep")
-            os.mkdir(destination, 0o755)
-            os.chmod(destination, 0o755)
-            folders.add(path)
-        elif kind == b"F":
-            size = int.from_bytes(stream.take(8), "big")
-            total += size
-            if total > MAX_SUBMISSION_BYTES:
-                raise BadSubmission(f"{source} holds more than "
-                                    f"{MAX_SUBMISSION_BYTES >> 20} MiB")
-            fd = os.open(destination, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-                         | os.O_CLOEXEC, 0o644)
-            try:
-                os.fchmod(fd, 0o644)
-                while size:
-                    part = stream.take(min(size, reader.CHUNK))
-                    size -= len(part)
-                    _write_all(fd, part)
-            finally:
-                os.close(fd)
+        if copy.entry(kind, path):
+            data = b""
+            if kind == b"F":
+                size = int.from_bytes(stream.take(8), "big")
+                copy.room(size)
+                data = stream.take(size)
+            copy.write(kind, path, data)
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -347,7 +347,7 @@ def finish(rows: list[Row], course: Course, *, report_dir: str | None = None,
     found = gradebook.match(roster, rows) if roster is not None else None
     if found is not None:
         for line in gradebook.issue_lines(found.issues):
-            print(f"roster: {line}", file=stream)
+            print(inert.plain(f"roster: {line}"), file=stream)
         if csv_path:
             gradebook.write_csv(found, csv_path, course)
         for kind, path in exports or []:
