@@ -5,9 +5,10 @@ The attack: a student's own process, running while the folder is graded (a lab m
 JupyterHub home folder), swaps ``leak.py`` between a file and a link to a root-only file (here
 a canary that looks like the course secret) thousands of times a second. On 4e1a685 the copy
 listed ``leak.py`` as a file, then opened it again by name, as root, and followed the link: the
-canary landed in the copy, and the student's ``heads.py`` (which keeps the source rule:
-``import leak`` raises a SyntaxError whose ``text`` is the line) printed it into the results.
-Its ``softmax.py`` is the key's: graded in full whatever happens to ``leak.py``.
+canary landed in the copy (in 1 to 15 of 50 copies a run, in six runs here), and the
+student's ``heads.py`` (which keeps the source rule: ``import leak`` raises a SyntaxError whose
+``text`` is the line) printed it into the results. Its ``softmax.py`` is the key's: graded in
+full whatever happens to ``leak.py``.
 """
 
 from __future__ import annotations
