@@ -3,15 +3,15 @@
 No script, no font, no image, no stylesheet from anywhere: the page reads the same from a
 file:// URL, an email attachment or a browser without network. The plots are written here by
 hand (bars are rects, positions rounded to 0.1 px), so the same summary gives the same bytes.
-Every name that came from a submission (folder names, statuses) is escaped.
+Every name that came from a submission (folder names, statuses) is escaped (``inert.html``).
 """
 
 from __future__ import annotations
 
-from html import escape
 from typing import Any
 
 from ..core.plural import counted
+from .inert import html as escape  # html.escape, and no control or bidirectional character
 from .similarity import html_section
 
 BLUE, GREEN, RED, AMBER, GREY, INK = "#3b6ea5", "#2e8b57", "#c0504d", "#d9962b", "#9aa5b1", "#222"

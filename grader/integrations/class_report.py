@@ -307,7 +307,7 @@ def markdown(summary: dict[str, Any]) -> str:
         problems = issue_lines(summary["roster"])
         lines += ["", "## Roster", ""] + ([f"- {inert.markdown(p)}" for p in problems] or [
             "Every submission folder is in the roster, once, and every entry submitted."])
-    return "\n".join(lines) + "\n"
+    return inert.plain("\n".join(lines) + "\n")  # every student text is a cell, and then this
 
 
 # -- writing ----------------------------------------------------------------------------------
@@ -349,7 +349,7 @@ def finish(rows: list[Row], course: Course, *, report_dir: str | None = None,
     found = gradebook.match(roster, rows) if roster is not None else None
     if found is not None:
         for line in gradebook.issue_lines(found.issues):
-            print(f"roster: {line}", file=stream)
+            print(inert.plain(f"roster: {line}"), file=stream)
         if csv_path:
             gradebook.write_csv(found, csv_path, course)
         for kind, path in exports or []:

@@ -20,6 +20,8 @@ from typing import Any
 from ..core.course import KIT_ROOT as ROOT
 from ..core.course import SECRET_FILE, course_secret, load, number
 from ..core.plural import counted, noun
+from ..core.submission import BadSubmission, copy_submission
+from . import inert
 
 BUNDLE = ROOT / "dist" / "gradescope-autograder.zip"
 FIXED_TIME = (2020, 1, 1, 0, 0, 0)  # zip entries carry no build time: the same input, same bytes
@@ -139,7 +141,8 @@ def _unreadable_notebooks(submission: Path) -> list[str]:
 
 
 def failure(message: str) -> dict[str, Any]:
-    return {"score": 0, "output": message, "tests": [], "stdout_visibility": "hidden"}
+    return {"score": 0, "output": inert.plain(message), "tests": [],
+            "stdout_visibility": "hidden"}
 
 
 def run(root: Path) -> dict[str, Any]:
@@ -151,17 +154,25 @@ def run(root: Path) -> dict[str, Any]:
 
     bundled = root / "source" / "course.toml"
     course = load(bundled if bundled.is_file() else None)
-    submission = root / "submission"
     names = course.names()
-    try:
-        folder = find_exercise_folder(submission, names) if submission.is_dir() else None
-        files = sum((folder / f"{n}.py").is_file() for n in names) if folder else 0
-        uploaded = find_notebook(submission, names) if submission.is_dir() else None
-    except OSError as error:  # a path too deep or too long to read
-        return failure(f"This submission could not be graded: a file in it cannot be read "
-                       f"({error.strerror}).")
     notes = []
-    with tempfile.TemporaryDirectory(prefix="attention-kit-notebook-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="attention-kit-upload-") as tmp:
+        # Everything below reads this copy, made as every route copies a submission (no link
+        # followed, no pipe opened, within the bounds): an upload may hold links (a zip can).
+        submission = Path(tmp) / "submission"
+        if (root / "submission").is_dir():
+            submission.mkdir()
+            try:
+                copy_submission(root / "submission", submission)
+            except BadSubmission as error:
+                return failure(f"This submission could not be graded: {error}")
+        try:
+            folder = find_exercise_folder(submission, names) if submission.is_dir() else None
+            files = sum((folder / f"{n}.py").is_file() for n in names) if folder else 0
+            uploaded = find_notebook(submission, names) if submission.is_dir() else None
+        except OSError as error:  # a path too deep or too long to read
+            return failure(f"This submission could not be graded: a file in it cannot be read "
+                           f"({error.strerror}).")
         if uploaded is not None and len(uploaded[1].files) > files:
             path, found = uploaded
             folder = Path(tmp) / "answers"
@@ -180,7 +191,7 @@ def run(root: Path) -> dict[str, Any]:
         except engine.BadSubmission as error:
             return failure(f"This submission could not be graded: {error}")
     data = report.to_json(result)  # never the student's printed output
-    data["output"] = " ".join([visible_summary(result), *notes])
+    data["output"] = inert.plain(" ".join([visible_summary(result), *notes]))
     data["stdout_visibility"] = "hidden"
     return data
 

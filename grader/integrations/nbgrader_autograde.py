@@ -34,6 +34,7 @@ from typing import Any, TextIO
 from ..core.course import KIT_ROOT, Course, load
 from ..core.engine import DEFAULT_KEY
 from ..core.plural import counted, noun
+from ..core.submission import BadSubmission, copy_submission
 from ..sandbox.isolation import Limits
 from . import hide, inert, kernel
 from . import notebook as nbfile
@@ -83,16 +84,29 @@ def collect(coursedir: Any, assignment: str, layout: Layout) -> list[Submission]
 
 
 def read_submission(sub: Submission, layout: Layout) -> Submission:
-    path = sub.folder / f"{layout.notebook}.ipynb"
-    if not path.is_file():
-        sub.status = "missing notebook"
-        return sub
-    try:
-        data = nbfile.read_notebook(path)
-    except nbfile.NotANotebook as error:
-        sub.status = f"not a notebook ({error})"
-        return sub
-    sub.text = path.read_text(errors="replace")
+    """The student's notebook (and nbgrader's ``timestamp.txt``), read as the batch copies a
+    submission (``copy_submission``: no link followed, nothing read with more rights than the
+    folder's owner has), then its answers taken out."""
+    name = f"{layout.notebook}.ipynb"
+    with tempfile.TemporaryDirectory(prefix="attention-kit-notebook-") as tmp:
+        copy = Path(tmp)
+        try:
+            copy_submission(sub.folder, copy, only=(name, "timestamp.txt"))
+        except BadSubmission as error:
+            sub.status = f"not a notebook ({error})"
+            return sub
+        if (copy / "timestamp.txt").is_file():
+            sub.timestamp = (copy / "timestamp.txt").read_bytes()
+        path = copy / name
+        if not path.is_file():
+            sub.status = "missing notebook"
+            return sub
+        try:
+            data = nbfile.read_notebook(path)
+        except nbfile.NotANotebook as error:
+            sub.status = f"not a notebook ({error})"
+            return sub
+        sub.text = path.read_text(errors="replace")
     if nbfile.has_surrogates(data):  # nbgrader writes the notebook back as UTF-8: escape them
         sub.text = json.dumps(nbfile.without_surrogates(data))
     sub.found = nbfile.answers(data, layout.answers)
@@ -265,4 +279,4 @@ def summary(subs: list[Submission]) -> str:
         lines.append(f"{sub.student:<{width}}{score:<13}{sub.status}")
     graded = sum(s.results is not None for s in subs)
     lines += ["-" * (width + 50), f"{graded} of {counted(len(subs), 'notebook')} graded"]
-    return "\n".join(lines)
+    return inert.plain("\n".join(lines))

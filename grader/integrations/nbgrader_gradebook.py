@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +22,7 @@ from typing import Any
 from ..core.course import COURSE_ENV, Course, number
 from ..core.engine import CheckResult, ExerciseResult
 from ..core.plural import counted
-from . import kernel
+from . import inert, kernel
 from . import notebook as nbfile
 
 HIDDEN_SUFFIX, VISIBLE_SUFFIX = "_hidden_tests", "_tests"
@@ -50,6 +49,7 @@ class Submission:
     folder: Path  # submitted/<student>/<assignment>
     status: str = "graded"
     text: str | None = None  # the notebook file, when it is one
+    timestamp: bytes | None = None  # its timestamp.txt, as the copy read it
     found: nbfile.Answers | None = None
     deleted: list[str] = field(default_factory=list)
     results: dict[str, Any] | None = None  # the batch grader's results.json
@@ -127,14 +127,15 @@ def cell_outputs(sub: Submission, exercise: str, hidden: bool) -> list[dict[str,
     """A test cell's outputs, as running ``score(exercise, hidden=...)`` in the kernel prints
     them: the feedback, then the points (nbgrader's partial credit); an error if not graded."""
     if sub.results is None:
-        return [{"output_type": "error", "ename": "NotGraded", "evalue": sub.status,
-                 "traceback": [f"{exercise}: {sub.status}"]}]
+        status = inert.plain(sub.status)
+        return [{"output_type": "error", "ename": "NotGraded", "evalue": status,
+                 "traceback": [f"{exercise}: {status}"]}]
     graded = exercise_results(sub.results).get(exercise) or ExerciseResult(exercise, 0)
     if exercise in sub.deleted:
         graded.error = DELETED
     checks = [c for c in graded.checks if c.hidden == hidden]
     points = 0 if graded.error else number(sum(c.points for c in checks))
-    text = kernel.feedback_text(exercise, graded, checks, points)
+    text = inert.plain(kernel.feedback_text(exercise, graded, checks, points))
     return [
         {"output_type": "stream", "name": "stdout", "text": text + "\n"},
         {"output_type": "execute_result", "execution_count": None, "metadata": {},
@@ -143,9 +144,14 @@ def cell_outputs(sub: Submission, exercise: str, hidden: bool) -> list[dict[str,
 
 
 # -- recording, as nbgrader autograde does ----------------------------------------------------
-def _timestamp(coursedir: Any, folder: Path) -> Any:
+def _timestamp(sub: Submission) -> Any:
+    """The submission's time as nbgrader's ``get_existing_timestamp`` reads it, from the
+    ``timestamp.txt`` the copy read (nbgrader's would follow a link, or wait on a pipe)."""
+    from nbgrader.utils import parse_utc
+
     try:
-        return coursedir.get_existing_timestamp(str(folder))
+        text = (sub.timestamp or b"").decode().strip()
+        return parse_utc(text) if text else None
     except Exception:  # an unreadable timestamp.txt: the submission counts as on time
         return None
 
@@ -237,7 +243,7 @@ def _record(sub: Submission, layout: Layout, config: Any, coursedir: Any,
     import nbformat
     from nbgrader.api import Gradebook
 
-    timestamp = _timestamp(coursedir, sub.folder)
+    timestamp = _timestamp(sub)
     with Gradebook(coursedir.db_url, coursedir.course_id) as gb:
         gb.update_or_create_student(sub.student)
         gb.update_or_create_submission(assignment, sub.student,
@@ -261,8 +267,8 @@ def _record(sub: Submission, layout: Layout, config: Any, coursedir: Any,
         path.unlink(missing_ok=True)
         nbformat.write(nb, str(path))
         os.chmod(path, 0o664 if coursedir.groupshared else 0o444)  # as nbgrader's converters
-        if (sub.folder / "timestamp.txt").is_file():
-            shutil.copyfile(sub.folder / "timestamp.txt", target / "timestamp.txt")
+        if sub.timestamp is not None:
+            (target / "timestamp.txt").write_bytes(sub.timestamp)
         if sub.results is None:  # the grader failed on it: a person grades it
             with Gradebook(coursedir.db_url, coursedir.course_id) as gb:
                 for grade in gb.find_submission_notebook(layout.notebook, assignment,

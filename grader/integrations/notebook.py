@@ -23,6 +23,7 @@ from ..core.course import COURSE_ENV, DEFAULT_COURSE, EXERCISES_BY_NAME, Course,
 from ..core.course import KIT_ROOT as ROOT
 from ..core.exercise import Exercise
 from ..core.plural import counted
+from ..core.reader import read_regular
 from . import inert
 from .kernel import CELL_TIMEOUT, EXERCISE_TIMEOUT, exercise_file
 
@@ -270,12 +271,15 @@ class Answers:
 
 def read_notebook(path: Path) -> dict[str, Any]:
     """A notebook file's JSON, read as data (nothing in it runs); NotANotebook if it is not
-    JSON with a list of cells."""
-    path = Path(path)
-    if path.stat().st_size > MAX_NOTEBOOK_BYTES:
+    JSON with a list of cells, or not a file to read (a link is not followed, a pipe not
+    waited on: ``grader.core.reader.read_regular``)."""
+    raw = read_regular(path, MAX_NOTEBOOK_BYTES)
+    if raw is None:
+        raise NotANotebook("not a regular file")
+    if len(raw) > MAX_NOTEBOOK_BYTES:
         raise NotANotebook(f"larger than {MAX_NOTEBOOK_BYTES >> 20} MiB")
     try:
-        data = json.loads(path.read_bytes())
+        data = json.loads(raw)
     except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
         raise NotANotebook("invalid JSON") from None
     if not isinstance(data, dict) or not isinstance(data.get("cells"), list):

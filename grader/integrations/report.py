@@ -36,7 +36,8 @@ def _tests(result: SubmissionResult) -> list[dict[str, Any]]:
                 "score": c.points,
                 "max_score": c.max_points,
                 "status": "passed" if c.passed else "failed",
-                "output": c.feedback if not c.passed else f"Property: {c.prop}\nPassed.",
+                "output": inert.plain(c.feedback if not c.passed
+                                      else f"Property: {c.prop}\nPassed."),
                 "tags": [c.exercise, "bonus"] if bonus else [c.exercise],
                 "visibility": c.visibility,
             })
@@ -71,8 +72,8 @@ def to_json(result: SubmissionResult, *, include_output: bool = False) -> dict[s
     }
     if include_output:
         data["instructor"] = {
-            "output": {n: e.output for n, e in result.results.items() if e.output},
-            "errors": {n: e.error for n, e in result.results.items() if e.error},
+            "output": {n: inert.plain(e.output) for n, e in result.results.items() if e.output},
+            "errors": {n: inert.plain(e.error) for n, e in result.results.items() if e.error},
         }
         if result.limits_missing:
             data["instructor"]["limits_missing"] = result.limits_missing
@@ -140,7 +141,8 @@ def _bonus_table(result: SubmissionResult) -> list[str]:
 
 def summary(result: SubmissionResult) -> str:
     """The report's tables without the failing checks' sections (``pytest`` ends with it)."""
-    return "\n".join(_core_table(result) + (_bonus_table(result) if result.bonus else []))
+    return inert.plain("\n".join(_core_table(result) + (_bonus_table(result) if result.bonus
+                                                        else [])))
 
 
 def render(result: SubmissionResult, *, show_output: bool = False) -> str:
@@ -156,4 +158,4 @@ def render(result: SubmissionResult, *, show_output: bool = False) -> str:
             if e.output.strip():  # fenced: no line of it passes for one of the report's
                 lines += ["", f"== what {name} printed (instructor view) ==",
                           *inert.fenced(e.output)]
-    return "\n".join(lines)
+    return inert.plain("\n".join(lines))  # for a terminal: no character redraws or reorders

@@ -26,19 +26,18 @@ Every student's text and name is escaped. The same files give the same bytes.
 
 from __future__ import annotations
 
-import os
-import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from html import escape
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..core.course import KIT_ROOT, Course
+from ..core.reader import read_regular
 from . import inert
 from .fingerprint import Contract, Fingerprint, contract, fingerprint
+from .inert import html as escape  # html.escape, and no control or bidirectional character
 
 STUBS = KIT_ROOT / "exercises"
 CORPUS = "corpus"  # the prefix of an outside solution's name in a pair: "corpus/<folder>"
@@ -55,19 +54,13 @@ class Unavailable(RuntimeError):
 
 
 def read_source(path: Path) -> str | None:
-    """The text of a regular file (no link, no device, no pipe), its first MAX_BYTES."""
+    """The text of a regular file (no link, no device, no pipe, no second name of another's
+    file: ``grader.core.reader.read_regular``), its first MAX_BYTES."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        raw = read_regular(path, MAX_BYTES)
     except OSError:
         return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        return os.read(fd, MAX_BYTES).decode("utf-8", errors="replace")
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
+    return None if raw is None else raw[:MAX_BYTES].decode("utf-8", errors="replace")
 
 
 def corpus_folders(corpus: Path) -> dict[str, Path]:

@@ -54,14 +54,21 @@ MEASURED_CALLS = 10  # a measured operation's one call, in calls' CPU limits (``
 TORCH_CALLS = 2.5
 
 
-CONTROL = dict.fromkeys([*range(0, 9), *range(11, 32), 127, *range(128, 160)], "?")
+# The bidirectional controls (embeddings and overrides U+202A-U+202E, isolates U+2066-U+2069)
+# and marks (U+200E, U+200F, U+061C): invisible, they reorder the text around them, so a line
+# could read as something it is not (Trojan Source, CVE-2021-42574).
+BIDI = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
+# What student text never carries into a report, each character as ``?``: the C0 controls but
+# tab and line feed, DEL, the C1 controls (an escape sequence could redraw a terminal) and BIDI.
+CONTROL = dict.fromkeys([*range(0, 9), *range(11, 32), 127, *range(128, 160), *BIDI], "?")
 
 
 def printable(text: Any, cap: int) -> str:
     """Student-made text as it may be shown: one line (its line breaks as `` / ``, so it cannot
-    pass for a line of a report), at most ``cap`` characters, no control characters (an
-    escape sequence cannot redraw the instructor's terminal), and nothing a UTF-8 file cannot
-    hold (a lone surrogate is written as its escape)."""
+    pass for a line of a report), at most ``cap`` characters, no control character (an
+    escape sequence cannot redraw the instructor's terminal, a bidirectional control cannot
+    reorder what is read: ``CONTROL``), and nothing a UTF-8 file cannot hold (a lone
+    surrogate is written as its escape)."""
     text = " / ".join(line.strip() for line in str(text).splitlines() if line.strip())
     text = (text[:cap] + " [...]" if len(text) > cap else text).translate(CONTROL)
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
