@@ -44,7 +44,7 @@ from .submission import (  # noqa: F401  (BadSubmission, the limits and the copy
     copy_submission,
     protect_key,
 )
-from .vacuous import verdicts, withhold
+from .vacuous import InformativeCalls, verdicts, withhold
 
 # Small tensors gain nothing from threads, and a forked worker must not inherit a busy pool.
 torch.set_num_threads(1)
@@ -269,12 +269,16 @@ def grade_exercise(
                 student = _loaded(sandbox, exercise, stand_ins)
                 ctx = Context(student, None, devices)
                 student._calls = ctx.calls
-                for check in visible:
+                # the informative calls, each at a place among the checks the secret chooses
+                informative = InformativeCalls(exercise, student, secret, len(visible) + 1)
+                for place, check in enumerate(visible):
+                    informative.due(place)
                     result.checks.append(_recorded(check, ctx, course, points, secret, calls))
                     evidence[check.name] = list(ctx.calls)
                 if not all(c.passed for c in result.checks):
                     found = diagnose(exercise, student, probed)  # probes are visible calls
-                ignored = verdicts(exercise, student, secret)
+                informative.due(len(visible))
+                ignored = verdicts(informative)
             finally:
                 result.output = _printed(sandbox)
     except (_LoadFailed, WorkerLost) as error:

@@ -104,3 +104,34 @@ class Seeded:
 
 
 seeds = st.integers(0, 2**16)
+
+
+class Draw:
+    """The strategies' choices made from a seeded NumPy generator, for the informative inputs
+    (``grader.core.vacuous``): the same ranges and the same seeded arrays on the 1/8 grid, so
+    each input is one a check could draw."""
+
+    def __init__(self, rng: np.random.Generator):
+        self.rng = rng
+
+    def integer(self, low: int, high: int) -> int:
+        """An integer in [low, high], as ``st.integers(low, high)``."""
+        return int(self.rng.integers(low, high, endpoint=True))
+
+    def choice(self, options):
+        """One of ``options``, as ``st.sampled_from``."""
+        return options[self.integer(0, len(options) - 1)]
+
+    def seed(self) -> int:
+        """A seed, as ``SEEDS``."""
+        return self.integer(0, 2**16 - 1)
+
+    def shape(self, min_dims: int, max_dims: int, min_side: int, max_side: int
+              ) -> tuple[int, ...]:
+        """A shape, as ``hnp.array_shapes``."""
+        return tuple(self.integer(min_side, max_side)
+                     for _ in range(self.integer(min_dims, max_dims)))
+
+    def grid(self, dtype, shape: tuple[int, ...], low: float, high: float) -> np.ndarray:
+        """Grid values from a seed, as ``floats_array`` draws them when not zeros."""
+        return seeded_grid(self.seed(), shape, low, high).astype(dtype)
