@@ -23,9 +23,10 @@ import json
 from pathlib import Path
 
 import pytest
-from submission_tools import SOLUTIONS, make_submission
+from submission_tools import EXERCISES, SOLUTIONS, make_submission
 
 from grader.core import engine
+from grader.core.vacuous import InformativeCalls
 from grader.integrations import gradescope, kernel, report
 from grader.sandbox.isolation import Limits
 
@@ -117,7 +118,7 @@ def recorded(tmp_path: Path, body: str) -> tuple[list[int], list[float]]:
     digests = [int(line.split()[1]) for line in visible.splitlines() if line.startswith("V ")]
     sums = sorted({float(line.split()[3]) for line in hidden.splitlines()
                    if line.startswith("V ") and line.split()[3] != "none"})
-    assert digests and len(sums) >= 3, graded.results["softmax"].output
+    assert digests and sums, graded.results["softmax"].output
     return digests, sums
 
 
@@ -151,10 +152,23 @@ def hidden_checks(graded: engine.SubmissionResult) -> list[engine.CheckResult]:
     return hidden
 
 
-@pytest.mark.parametrize("action, count", [("exit", 4), ("hang", 2), ("hoard", 2)])
-def test_visible_verdicts_do_not_depend_on_what_a_hidden_call_does(tmp_path, action, count):
-    visible, sums = recorded(tmp_path, BODY)
-    attack = attacker(visible, BODY, action)
+STUB = "    raise NotImplementedError\n"  # a stub's body: "Not implemented yet." in the notebook
+
+
+@pytest.mark.parametrize("action, count, body", [("exit", 4, BODY), ("hang", 2, BODY),
+                                                 ("hoard", 2, BODY), ("exit", 2, STUB)],
+                         ids=["exit", "hang", "hoard", "stub-exit"])
+def test_visible_verdicts_do_not_depend_on_what_a_hidden_call_does(tmp_path, monkeypatch,
+                                                                     action, count, body):
+    if body == STUB:  # a stub's checks stop at their first call, the simplest input, the
+        # hidden one's too: a secret that puts an informative call first tells the workers apart
+        spec = EXERCISES["softmax"]
+        slots = len([c for c in spec.checks if not c.hidden]) + 1
+        secret = next(s for s in (f"stub{n}" for n in range(100))
+                      if 0 in InformativeCalls(spec, None, s, slots).places)
+        monkeypatch.setenv("ATTENTION_KIT_SECRET", secret)
+    visible, sums = recorded(tmp_path, body)
+    attack = attacker(visible, body, action)
     alone = grade(tmp_path / "alone", attack(sums[0] - 1), hidden=False)
     expected = visible_routes(alone)
     summaries, fired = set(), []
@@ -162,9 +176,10 @@ def test_visible_verdicts_do_not_depend_on_what_a_hidden_call_does(tmp_path, act
         graded = grade(tmp_path / f"{action}{n}", attack(threshold))
         assert visible_routes(graded) == expected, threshold
         summaries.add(gradescope.visible_summary(graded))
-        lost = [c for c in hidden_checks(graded) if not c.passed]
+        lost = [c for c in hidden_checks(graded) if c.feedback.endswith(LOST)]
         # One sentence whatever stopped the worker, on every hidden check, and nothing else.
         assert all(c.feedback == f"Property: {c.prop}\n{LOST}" and c.points == 0 for c in lost)
+        assert lost in ([], hidden_checks(graded))
         assert graded.results["softmax"].error is None
         fired.append(bool(lost))
     assert len(summaries) == 1

@@ -87,9 +87,10 @@ class ExerciseResult:
 
     @property
     def not_implemented(self) -> bool:
-        return bool(self.checks) and all(
-            c.feedback.startswith("not implemented yet") for c in self.checks
-        )
+        """A stub, by its visible checks: whatever its hidden worker did, which must not change
+        what they read ("Not implemented yet." in the notebook's visible test cell)."""
+        shown = [c for c in self.checks if not c.hidden]
+        return bool(shown) and all(c.feedback.startswith("not implemented yet") for c in shown)
 
 
 @dataclass
