@@ -270,15 +270,14 @@ def grade_exercise(
                 student = _loaded(sandbox, exercise, stand_ins)
                 ctx = Context(student, None, devices)
                 student._calls = ctx.calls
-                # the informative calls, each at a place among the checks the secret chooses
-                informative = InformativeCalls(exercise, student, secret, len(visible) + 1)
+                # the informative calls, each before the check the secret chooses
+                informative = InformativeCalls(exercise, student, secret, len(visible))
                 for place, check in enumerate(visible):
                     informative.due(place)
                     result.checks.append(_recorded(check, ctx, course, points, secret, calls))
                     evidence[check.name] = list(ctx.calls)
                 if not all(c.passed for c in result.checks):
                     found = diagnose(exercise, student, probed)  # probes are visible calls
-                informative.due(len(visible))
                 ignored = verdicts(informative)
             finally:
                 result.output = _printed(sandbox)

@@ -93,17 +93,18 @@ class Misconception:
 @dataclass(frozen=True)
 class Informative:
     """Inputs on which the answer depends: ``examples(draw, n)`` gives the positional arguments
-    of ``n`` calls of ``call`` (a function or an operation), drawn as the checks draw theirs (a
+    of ``n`` calls of ``call`` (a function or an operation) of one structure where the checks'
+    inputs have one (a shape, a dtype, a module), drawn as the checks draw theirs (``draw`` is a
     ``strategies.Draw``), and ``reference`` answers them as the student's code should, in the
-    grading process. A result that is on them as good as the same for all, one repeated value,
-    or an argument as is (each next to the reference's own), or no answer at all, ignores its
-    input, and each check that calls any of ``covers`` then passes without its points
+    grading process. A function whose results on them are as good as the same, one repeated
+    value or an argument as is (each next to the reference's own), or no answer at all, ignores
+    its input, and each check that calls any of ``covers`` then passes without its points
     (``grader.core.vacuous``)."""
 
     call: str
     label: str  # how the student knows it: "softmax", "MultiHeadAttention's forward"
     covers: tuple[str, ...]
-    examples: Callable[[Any], list[tuple]]
+    examples: Callable[[Any, int], list[tuple]]
     reference: Callable[..., Any]
 
 
@@ -309,12 +310,12 @@ class Exercise:
                            reference: Callable[..., Any] | None = None):
         """Register the informative inputs of ``call`` (``Informative``): the decorated
         function takes a ``strategies.Draw`` and a count, and returns the positional arguments
-        of that many calls, each an input a check could draw. ``covers``: the names whose
-        checks a vacuous result costs (``call`` itself by default). ``reference``: what answers
-        them (the reference of that name by default; an operation runs on the exercise's
-        references)."""
+        of that many calls of one structure, each an input a check could draw. ``covers``: the
+        names whose checks a vacuous result costs (``call`` itself by default). ``reference``:
+        what answers them (the reference of that name by default; an operation runs on the
+        exercise's references)."""
 
-        def decorate(func: Callable[[Any], list[tuple]]) -> Callable[[Any], list[tuple]]:
+        def decorate(func: Callable[[Any, int], list[tuple]]) -> Callable[[Any, int], list[tuple]]:
             self.informative.append(Informative(call, label or call, tuple(covers) or (call,),
                                                 func, reference or self._answers(call)))
             return func

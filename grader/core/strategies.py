@@ -9,11 +9,14 @@ every element, which keeps shrinking a failure to well under a second.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from random import Random
+from typing import Any, NamedTuple
 
 import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+
+from .internals import BuildContext, ConjectureData
 
 FLOAT_DTYPES = (np.float64, np.float32)
 
@@ -107,31 +110,29 @@ seeds = st.integers(0, 2**16)
 
 
 class Draw:
-    """The strategies' choices made from a seeded NumPy generator, for the informative inputs
-    (``grader.core.vacuous``): the same ranges and the same seeded arrays on the 1/8 grid, so
-    each input is one a check could draw."""
+    """Draws from strategies outside a test, as Hypothesis generates an example: choice by
+    choice from a seeded ``Random`` (``grader.core.internals``). The informative inputs
+    (``grader.core.vacuous``) are drawn so, with the checks' strategies and seeded arrays, so
+    each is an input a check could draw, its sizes and seeds as often small or large."""
 
-    def __init__(self, rng: np.random.Generator):
-        self.rng = rng
+    def __init__(self, seed: int):
+        self.data = ConjectureData(random=Random(seed))
+
+    def __call__(self, strategy: st.SearchStrategy) -> Any:
+        with BuildContext(self.data, is_final=False, wrapped_test=None):
+            return self.data.draw(strategy)
 
     def integer(self, low: int, high: int) -> int:
-        """An integer in [low, high], as ``st.integers(low, high)``."""
-        return int(self.rng.integers(low, high, endpoint=True))
+        return self(st.integers(low, high))
 
-    def choice(self, options):
-        """One of ``options``, as ``st.sampled_from``."""
-        return options[self.integer(0, len(options) - 1)]
-
-    def seed(self) -> int:
-        """A seed, as ``SEEDS``."""
-        return self.integer(0, 2**16 - 1)
+    def choice(self, options: Any) -> Any:
+        return self(st.sampled_from(options))
 
     def shape(self, min_dims: int, max_dims: int, min_side: int, max_side: int
               ) -> tuple[int, ...]:
-        """A shape, as ``hnp.array_shapes``."""
-        return tuple(self.integer(min_side, max_side)
-                     for _ in range(self.integer(min_dims, max_dims)))
+        return self(hnp.array_shapes(min_dims=min_dims, max_dims=max_dims, min_side=min_side,
+                                     max_side=max_side))
 
     def grid(self, dtype, shape: tuple[int, ...], low: float, high: float) -> np.ndarray:
-        """Grid values from a seed, as ``floats_array`` draws them when not zeros."""
-        return seeded_grid(self.seed(), shape, low, high).astype(dtype)
+        """Grid values from a drawn seed, as ``floats_array`` draws them when not zeros."""
+        return seeded_grid(self(SEEDS), shape, low, high).astype(dtype)

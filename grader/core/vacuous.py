@@ -3,27 +3,26 @@
 A uniform softmax meets "every row sums to 1" and "adding a constant changes nothing" whatever
 its input, and rejects NaN as the key does: those checks pass, and show nothing. So each
 exercise declares informative inputs for what the student writes (``@EX.informative_inputs``):
-``CALLS`` calls drawn as the checks draw theirs (the same ranges, shapes, dtypes and seeded
-values on the 1/8 grid: each is an input a check could send), from the course secret, and drawn
-again until the reference's own answers to them move (``informative``). The calls are made in
-the visible checks' worker, each at a place among the checks that the secret chooses
-(``InformativeCalls``), so neither their values nor their order tells them from a check's.
+``GROUPS`` groups of ``PER_GROUP`` calls, each group of one structure (shape, dtype, axis,
+module) and each call of its own values, drawn with the checks' strategies as Hypothesis
+generates an example (the same ranges and seeded values on the 1/8 grid: each is an input a
+check could send; ``strategies.Draw``), from the course secret, and drawn again until the
+reference's own answers to them move (``informative``). The calls are made in the visible
+checks' worker, each before a check that the secret chooses (``InformativeCalls``), so neither
+their values nor their order tells them from a check's.
 
-A result that, next to the reference's answers to the same calls,
-
-1. is one of its arguments as it was given (softmax returning the logits, attention
-   returning ``v``), on every call,
-2. is the same for every input (uniform weights, zeros, a fixed array), or
-3. holds one repeated value on every call (a mask that blocks nothing, every weight 1/T),
-
-each within ``TOLERANCE`` of what the reference's answer moves (``ignores_input``), ignores its
-input: every check that called that function (or operation) passes without its points, with
-one line that says why. So does a call that gives no answer on these valid inputs: any
-exception, a result with no array, a call past its time limit (a module whose layers cannot
-take the call's weights is left to the checks on its layers). This holds for any part of a
-result (attention's weights alone); a part of one number (a length, a count) is never judged.
-Every other result, however wrong, keeps the points of the checks it passes: an answer that
-moves with its input on one call of the three is not judged to ignore it.
+Next to the reference's answers to the same calls, a call shows nothing of its input when it
+gives no answer (any exception, no array, a call past its time limit), or its result (any part
+of it: attention's weights alone) is one of its arguments as it was given (softmax returning
+the logits) or holds one repeated value (every weight 1/T, a mask that blocks nothing), each
+within ``TOLERANCE`` of what the reference's answer moves; and a group shows nothing when each
+of its calls does, or its results are the same for its different inputs (a fixed array). A
+function whose every group shows nothing ignores its input (``ignores_input``): every check that
+called it (or the operation) passes without its points, with one line that says why. A part of
+one number (a length, a count) is never judged, and a module whose layers cannot take the call's
+weights is left to the checks on its layers. Every other result, however wrong, keeps the points
+of the checks it passes: an answer that moves with its input on one structure of the three is
+not judged to ignore it.
 """
 
 from __future__ import annotations
@@ -62,8 +61,10 @@ FLOOR = 1e-2
 # layers, and its failing to load them tells nothing of whether its answers use their input
 # (a GroupedQueryAttention whose keys keep the full width answers no call with groups).
 MISFIT = "has another shape than"
-CALLS = 3  # informative calls of each function: a wrong answer that varies little (a hard
-# maximum, a mask) is the same for two inputs by chance far more often than for three
+GROUPS, PER_GROUP = 3, 2  # structures, and calls of each: a wrong answer is the same for two
+# inputs by chance (a hard maximum, a mask) or constant on some structure (softmax along a
+# length-1 axis) far more often than on three structures
+CALLS = GROUPS * PER_GROUP
 DRAWS = 2000  # sets of calls drawn at most before an exercise's declaration is taken to be wrong
 
 
@@ -114,10 +115,15 @@ def _arguments(args: tuple) -> list[np.ndarray]:
     return list(parts(list(args)))
 
 
+def groups(calls: list[Any]) -> list[list[Any]]:
+    """``calls`` (anything kept per informative call) cut into their groups, in order."""
+    return [calls[g * PER_GROUP:(g + 1) * PER_GROUP] for g in range(GROUPS)]
+
+
 def informative(inputs: list[tuple], answers: list[Any]) -> bool:
-    """Whether the reference's ``answers`` to the calls ``inputs`` can show that another
-    answer ignores its input: no two inputs are equal; every part of each answer holds more
-    than one value and is clear of each argument of its shape; and a part of floats of one
+    """Whether the reference's ``answers`` to one group's calls ``inputs`` can show that
+    another answer ignores its input: no two inputs are equal; every part of each answer holds
+    more than one value and is clear of each argument of its shape; and a part of floats of one
     shape in two answers differs between them (a part of integers or bools, such as the
     lengths of a cache, may be the same)."""
     if any(_same_call(a, b) for i, a in enumerate(inputs) for b in inputs[i + 1:]):
@@ -156,31 +162,60 @@ def _same_call(a: tuple, b: tuple) -> bool:
 
 
 def ignores_input(inputs: list[tuple], results: list[Any], answers: list[Any]) -> str | None:
-    """Why the ``results`` of the calls with ``inputs`` ignore their input, next to the
-    reference's ``answers`` to the same calls, or None. A part of a result is judged against
-    the reference's part in the same place, and each rule must hold on every call where the
-    reference's own answer moves (``informative`` draws the inputs so that it does): "the
-    same result" needs answers of one shape to every call, and the reference's all different."""
-    outputs = [list(parts(r)) for r in results]
+    """Why the ``results`` of the informative calls with ``inputs`` ignore their input, next to
+    the reference's ``answers`` to the same calls, or None. A result that is an exception (a
+    ``StudentError``, or any ``BaseException``) or holds no array gave no answer. A part of a
+    result is judged against the reference's part in the same place; each rule holds where the
+    reference's own answer moves (``informative`` draws the inputs so that it does)."""
     references = [list(parts(a)) for a in answers]
-    if any(reference and not output for output, reference in zip(outputs, references)):
-        return "it returned no array for a valid input"
-    count = min(len(o) for o in outputs + references)
-    for index in range(count):
-        got = [o[index] for o in outputs]
+    outputs: list[list[np.ndarray] | None] = []
+    for result, reference in zip(results, references):
+        output = None if isinstance(result, BaseException) else list(parts(result))
+        outputs.append(output if output or not reference else None)
+    raised = [r for r in results if isinstance(r, BaseException)]
+    silence = _raised(raised[0]) if raised else "it returned no array for a valid input"
+    answered = [o for o in outputs if o is not None]
+    if not answered:
+        return silence
+    for index in range(min(len(o) for o in answered + references)):
+        got = [None if o is None else o[index] for o in outputs]
         want = [r[index] for r in references]
-        if all(any(a.shape == g.shape == w.shape and distance(g, a) <= TOLERANCE * distance(w, a)
-                   for a in _arguments(args))
-               for args, g, w in zip(inputs, got, want)):
-            return "it returned one of its arguments unchanged"
-        pairs = [(i, j) for i in range(len(got)) for j in range(i + 1, len(got))]
-        if (len({g.shape for g in got}) == len({w.shape for w in want}) == 1
-                and all(distance(got[i], got[j]) <= TOLERANCE * distance(want[i], want[j])
-                        and distance(want[i], want[j]) > 0 for i, j in pairs)):
+        arguments = {i for i, (args, g, w) in enumerate(zip(inputs, got, want))
+                     if g is not None and any(
+                         a.shape == g.shape == w.shape
+                         and distance(g, a) <= TOLERANCE * distance(w, a)
+                         for a in _arguments(args))}
+        constant = {i for i, (g, w) in enumerate(zip(got, want))
+                    if g is not None and spread(g) <= TOLERANCE * spread(w)}
+        quiet = arguments | constant | {i for i, g in enumerate(got) if g is None}
+        if all(set(group) <= quiet or _same(got, want, group)
+               for group in groups(list(range(len(got))))):
+            if len(answered) < len(got):
+                return silence
+            if len(arguments) == len(got):
+                return "it returned one of its arguments unchanged"
+            if len(constant) == len(got):
+                return "every entry of its result is the same number"
             return "it returned the same result for different inputs"
-        if all(spread(g) <= TOLERANCE * spread(w) for g, w in zip(got, want)):
-            return "every entry of its result is the same number"
     return None
+
+
+def _same(got: list[Any], want: list[np.ndarray], group: list[int]) -> bool:
+    """The answers of a group of calls are the same, where the reference's all differ."""
+    answered = [i for i in group if got[i] is not None]
+    pairs = [(i, j) for n, i in enumerate(answered) for j in answered[n + 1:]]
+    return bool(pairs) and len({got[i].shape for i in answered}) == 1 and all(
+        distance(want[i], want[j]) > 0
+        and distance(got[i], got[j]) <= TOLERANCE * distance(want[i], want[j])
+        for i, j in pairs)
+
+
+def _raised(error: BaseException) -> str:
+    if isinstance(error, CallTimedOut):
+        return "it gave no answer within its time limit"
+    if isinstance(error, NotImplementedYet):
+        return "it raised NotImplementedError on a valid input"
+    return f"it raised {getattr(error, 'type', type(error).__name__)} on a valid input"
 
 
 @dataclass(frozen=True)
@@ -194,20 +229,28 @@ class Drawn:
 @functools.lru_cache(maxsize=256)
 def drawn(exercise: Exercise, call: str, secret: str) -> Drawn:
     """The informative inputs of ``call``, drawn from the course secret (fixed without one):
-    sets of ``CALLS`` calls are drawn as the exercise declares them until the reference's
-    answers to one are ``informative``."""
+    each of the ``GROUPS`` groups is drawn as the exercise declares it until the reference's
+    answers to its calls are ``informative``."""
     info = next(i for i in exercise.informative if i.call == call)
-    draw = Draw(np.random.default_rng(
-        zlib.crc32(f"{secret}informative.{exercise.name}.{call}".encode())))
-    for _ in range(DRAWS):
-        inputs = info.examples(draw, CALLS)
-        try:
-            answers = [info.reference(*copy.deepcopy(args)) for args in inputs]
-        except ValueError:  # not an input the contract accepts: draw again
-            continue
-        if len(inputs) == CALLS and informative(inputs, answers):
-            return Drawn(inputs, answers)
-    raise RuntimeError(f"{exercise.name}: no informative inputs of {call} in {DRAWS} draws")
+    rng = np.random.default_rng(zlib.crc32(f"{secret}informative.{exercise.name}.{call}"
+                                           .encode()))
+    inputs: list[tuple] = []
+    answers: list[Any] = []
+    for _group in range(GROUPS):
+        for _ in range(DRAWS):
+            calls = info.examples(Draw(int(rng.integers(2**63))), PER_GROUP)
+            try:
+                replies = [info.reference(*copy.deepcopy(args)) for args in calls]
+            except ValueError:  # not an input the contract accepts: draw again
+                continue
+            if len(calls) == PER_GROUP and informative(calls, replies):
+                inputs += calls
+                answers += replies
+                break
+        else:
+            raise RuntimeError(f"{exercise.name}: no informative inputs of {call} in {DRAWS} "
+                               "draws")
+    return Drawn(inputs, answers)
 
 
 def examples(exercise: Exercise, call: str, secret: str) -> list[tuple]:
@@ -216,10 +259,10 @@ def examples(exercise: Exercise, call: str, secret: str) -> list[tuple]:
 
 
 class InformativeCalls:
-    """The informative calls of one exercise's visible worker, each made at its place among
-    the ``slots`` places there (0: before the first visible check, ..., ``slots - 1``: after
-    the last, and after the diagnosis), which the course secret chooses; ``due(slot)`` makes
-    those of a place. What each call gave (an answer, or why it gave none) is kept for
+    """The informative calls of one exercise's visible worker, each made before one of its
+    ``slots`` visible checks, which the course secret chooses (never after the last: the
+    worker's last calls are a check's own); ``due(slot)`` makes those due before check
+    ``slot``. What each call gave (an answer, or the exception it raised) is kept for
     ``verdicts``."""
 
     def __init__(self, exercise: Exercise, student: Any, secret: str, slots: int):
@@ -232,26 +275,23 @@ class InformativeCalls:
                 place = int(rng.integers(0, slots))
                 self.places.setdefault(place, []).append((info, index))
         self.results: dict[str, dict[int, Any]] = {i.call: {} for i in exercise.informative}
-        self.failed: dict[str, str] = {}  # call -> why it gave no answer
         self.misfit: set[str] = set()  # calls whose module could not take their weights
 
     def due(self, slot: int) -> None:
         for info, index in self.places.get(slot, []):
-            if info.call in self.failed or info.call in self.misfit:
+            if info.call in self.misfit:
                 continue
             args = drawn(self.exercise, info.call, self.secret).inputs[index]
             try:
-                self.results[info.call][index] = getattr(self.student, info.call)(
-                    *copy.deepcopy(args))
-            except NotImplementedYet:
-                self.failed[info.call] = "it raised NotImplementedError on a valid input"
+                reply: Any = getattr(self.student, info.call)(*copy.deepcopy(args))
+            except (NotImplementedYet, CallTimedOut) as error:  # after a CallTimedOut, the
+                reply = error  # next call gets a fresh worker
             except StudentError as error:
                 if error.info.get("bad_return") and MISFIT in str(error.info.get("message")):
                     self.misfit.add(info.call)
-                else:
-                    self.failed[info.call] = f"it raised {error.type} on a valid input"
-            except CallTimedOut:  # the next call gets a fresh worker
-                self.failed[info.call] = "it gave no answer within its time limit"
+                    continue
+                reply = error
+            self.results[info.call][index] = reply
 
 
 def verdicts(calls: InformativeCalls) -> dict[str, str]:
@@ -259,12 +299,11 @@ def verdicts(calls: InformativeCalls) -> dict[str, str]:
     checks get."""
     found: dict[str, str] = {}
     for info in calls.exercise.informative:
-        why = calls.failed.get(info.call)
         results = calls.results[info.call]
-        if why is None and len(results) == CALLS:
-            known = drawn(calls.exercise, info.call, calls.secret)
-            why = ignores_input(known.inputs, [results[i] for i in range(CALLS)],
-                                known.answers)
+        if info.call in calls.misfit or len(results) != CALLS:
+            continue
+        known = drawn(calls.exercise, info.call, calls.secret)
+        why = ignores_input(known.inputs, [results[i] for i in range(CALLS)], known.answers)
         if why:
             for name in info.covers:
                 found.setdefault(name, NO_POINTS.format(label=info.label, why=why))

@@ -182,7 +182,7 @@ def informative_attention(draw, calls):
     tq, tk, dk, dv = draw.integer(1, 4), draw.integer(1, 4), draw.integer(1, 3), draw.integer(1, 3)
     cases = []
     for _ in range(calls):
-        values = Seeded(draw.seed())
+        values = Seeded(draw(seeds))
         cases.append((*(values.array(np.float64, (*batch, t, d))
                         for t, d in ((tq, dk), (tk, dk), (tk, dv), (tq, dv))), None))
     return cases

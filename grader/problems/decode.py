@@ -244,12 +244,12 @@ def informative_chunks(draw, calls):
     dtype = draw.choice(FLOAT_DTYPES)
     n_head, d_head = draw.integer(1, 3), draw.integer(1, 2)
     d_model = n_head * d_head
-    b, t, bias = draw.integer(1, 2), draw.integer(1, 6), bool(draw.integer(0, 1))
-    cuts = sorted({draw.integer(1, t - 1) for _ in range(draw.integer(0, 3))}) if t > 1 else []
-    edges = [0, *cuts, t]
+    b, t, bias = draw.integer(1, 2), draw.integer(1, 6), draw(st.booleans())
+    cuts = draw(st.sets(st.integers(1, t - 1), max_size=3)) if t > 1 else set()
+    edges = [0, *sorted(cuts), t]
     cases = []
     for _ in range(calls):
-        values, state = Seeded(draw.seed()), {}
+        values, state = Seeded(draw(seeds)), {}
         for name in ("wq", "wk", "wv", "wo"):
             state[f"{name}.weight"] = values.array(dtype, (d_model, d_model), -1, 1)
             if bias:

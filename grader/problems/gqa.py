@@ -286,11 +286,11 @@ def informative_tokens(draw, calls):
     dtype = draw.choice(FLOAT_DTYPES)
     kv, rep, d_head = draw.integer(1, 3), draw.integer(1, 3), draw.integer(1, 2)
     n_head = kv * rep
-    d_model, bias = n_head * d_head, bool(draw.integer(0, 1))
+    d_model, bias = n_head * d_head, draw(st.booleans())
     b, t = draw.integer(1, 2), draw.integer(1, 4)
     cases = []
     for _ in range(calls):
-        values, state = Seeded(draw.seed()), {}
+        values, state = Seeded(draw(seeds)), {}
         for name, out in (("wq", d_model), ("wk", kv * d_head), ("wv", kv * d_head),
                           ("wo", d_model)):
             state[f"{name}.weight"] = values.array(dtype, (out, d_model), -1, 1)

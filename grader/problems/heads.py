@@ -110,24 +110,16 @@ def test_merge_rejects_non_4d(ctx):
         expect_value_error(lambda x=x: ctx.student.merge_heads(x), f"x of shape {x.shape}")
 
 
-def drawn_heads(draw) -> Heads:
-    """One case as ``heads_case`` draws it."""
-    b, t = draw.integer(1, 2), draw.integer(1, 4)
-    n_head, d_head = draw.integer(1, 4), draw.integer(1, 3)
-    x = np.arange(b * t * n_head * d_head, dtype=np.float64).reshape(b, t, n_head * d_head)
-    return Heads(x, n_head)
-
-
 @EX.informative_inputs("split_heads")
 def informative_widths(draw, calls):
-    """Inputs with their head counts, as ``heads_case`` draws them."""
-    return [tuple(drawn_heads(draw)) for _ in range(calls)]
+    """Inputs with their head counts, drawn by ``heads_case``."""
+    return [tuple(draw(heads_case())) for _ in range(calls)]
 
 
 @EX.informative_inputs("merge_heads")
 def informative_heads(draw, calls):
     """(B, H, T, D) inputs, as the merge check makes them from ``heads_case``."""
-    cases = [drawn_heads(draw) for _ in range(calls)]
+    cases = [draw(heads_case()) for _ in range(calls)]
     return [(x.reshape(x.shape[0], h, x.shape[1], x.shape[2] // h),) for x, h in cases]
 
 

@@ -119,7 +119,7 @@ def test_rejects_bad_arguments(ctx):
 @EX.informative_inputs("kv_cache_mask")
 def informative_sizes(draw, calls):
     """(n_cached, n_new), as ``kv_sizes`` draws them."""
-    return [(draw.integer(0, 6), draw.integer(1, 5)) for _ in range(calls)]
+    return [tuple(draw(kv_sizes)) for _ in range(calls)]
 
 
 ### BEGIN HIDDEN CHECKS

@@ -163,18 +163,13 @@ def test_rejects_invalid_sizes(ctx):
 @EX.informative_inputs("sliding_window_mask")
 def informative_windows(draw, calls):
     """(t, window), as ``windows`` draws them."""
-    return [(draw.integer(1, 8), draw.integer(1, 9)) for _ in range(calls)]
+    return [tuple(draw(windows)) for _ in range(calls)]
 
 
 @EX.informative_inputs("padding_mask")
 def informative_lengths(draw, calls):
     """(lengths, t), as ``padding_case`` draws them."""
-    cases = []
-    for _ in range(calls):
-        t = draw.integer(1, 6)
-        lengths = [draw.integer(1, t) for _ in range(draw.integer(1, 3))]
-        cases.append((np.array(lengths, dtype=np.int64), t))
-    return cases
+    return [tuple(draw(padding_case())) for _ in range(calls)]
 
 
 ### BEGIN HIDDEN CHECKS

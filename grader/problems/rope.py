@@ -262,8 +262,8 @@ def informative_rows(draw, calls):
     t, d, base = draw.integer(1, 4), 2 * draw.integer(1, 3), draw.choice(BASES)
     top = LARGEST_POSITION[dtype]
     return [(draw.grid(dtype, (*batch, t, d), -3, 3),
-             np.array([draw.integer(-8, top) for _ in range(t)], np.int64), base)
-            for _ in range(calls)]
+             np.array(draw(st.lists(st.integers(-8, top), min_size=t, max_size=t)), np.int64),
+             base) for _ in range(calls)]
 
 
 ### BEGIN HIDDEN CHECKS

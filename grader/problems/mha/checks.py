@@ -366,7 +366,7 @@ def informative_tokens(draw, calls):
     n_head, d_head = draw.integer(1, 3), draw.integer(1, 2)
     d_model = n_head * d_head
     b, t = draw.integer(1, 2), draw.integer(1, 4)
-    bias, seed = bool(draw.integer(0, 1)), draw.seed()
+    bias, seed = draw(st.booleans()), draw(SEEDS)
     state = {}
     for i, name in enumerate(f"{n}.{p}" for n in PROJECTIONS for p in ("weight", "bias")):
         if name.endswith("weight") or bias:
