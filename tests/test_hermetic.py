@@ -137,6 +137,8 @@ def test_hidden_checks_draw_from_the_course_secret(tmp_path):
         answer = torch.softmax(torch.from_numpy(logits), dim=axis).numpy()
         table[repr((logits.dtype.str, logits.shape, logits.tolist(), axis))] = (
             answer.dtype.str, answer.tolist())
+    # Elsewhere an answer that moves with its input: NaN everywhere ignores it, and no check
+    # that calls softmax would score, the hidden one included.
     lookup = f"""
         import numpy as np
         TABLE = {table!r}
@@ -147,7 +149,7 @@ def test_hidden_checks_draw_from_the_course_secret(tmp_path):
             if key in TABLE:
                 dtype, values = TABLE[key]
                 return np.array(values, dtype=dtype)
-            return np.full(logits.shape, np.nan)
+            return np.tanh(logits)
     """
     folder = make_submission(tmp_path / "student", {"softmax.py": lookup}, base=None)
     name = "softmax: test_softmax_matches_answer_key"

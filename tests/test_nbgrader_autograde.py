@@ -152,10 +152,13 @@ def test_no_feedback_file_holds_answer_key_text_the_student_did_not_submit(
 def test_attacks_score_nothing_and_leak_no_hidden_input(isolated: Path) -> None:
     # Past the rule: the softmax exits the hidden check's own worker with its inputs, the mha
     # calls torch's attention under DisableTorchFunction (tests/attacks, test_out_of_reach).
+    # The softmax is an honest one in the visible checks' worker, graded before: those points
+    # stand, whatever the hidden worker did.
     grades = tools.gradebook(isolated, "attacker")
-    assert _scores(isolated)["attacker"] == 0
+    assert grades["softmax_tests"] > 0
+    assert _scores(isolated)["attacker"] == grades["softmax_tests"]
     assert all(points == 0 for cell, points in grades.items()
-               if cell.startswith(("softmax", "mha"))), grades
+               if cell.startswith(("softmax_hidden", "mha"))), grades
     printed = "".join(_test_cell_text(isolated, "attacker").values())
     leaked = re.compile(r"LEAK[a-z]\d")  # the inputs as the softmax writes them down
     assert not leaked.search(printed)

@@ -119,14 +119,18 @@ def test_past_the_rule_hidden_inputs_stay_hidden(monkeypatch):
     # hidden-inputs exits in the middle of the hidden check of the old layout, where the
     # visible checks ran first in the same worker: here its trigger never fires, and it is the
     # honest softmax it also is. hidden-any-worker finds the hidden check's own worker and
-    # exits there with the inputs: a fixed sentence is all any report says.
+    # exits there with the inputs: a fixed sentence on the hidden check is all any report
+    # says, and the visible checks, graded before, keep the honest softmax's points.
     softmax = graded(ATTACKS / "hidden-inputs", monkeypatch).results["softmax"]
     assert softmax.score == 15 and "sys.exit" not in softmax.output
     result = graded(ATTACKS / "hidden-any-worker", monkeypatch)
     softmax = result.results["softmax"]
-    assert softmax.score == 0 and softmax.error == engine.HIDDEN_LOST
+    hidden = [c for c in softmax.checks if c.hidden]
+    assert softmax.error is None and hidden
+    assert softmax.score == sum(c.points for c in softmax.checks if not c.hidden) >= 12
     assert "LEAK" not in text_of(result)
-    assert all(c.feedback.endswith(engine.HIDDEN_LOST) for c in softmax.checks)
+    assert all(c.feedback == f"Property: {c.prop}\nNot graded: {engine.HIDDEN_LOST}"
+               for c in hidden)
 
 
 @pytest.mark.parametrize("attack", ["flash-mmap", "below-the-rule", "flash-fork-b"])

@@ -125,17 +125,26 @@ def earned(exercise: Exercise, misconception_id: str, calls: list[tuple]) -> str
 def note_misconceptions(result: Any, found: list[str], *, exercise: Exercise,
                         hints: bool = True, evidence: dict[str, list[tuple]] | None = None,
                         probed: dict[str, tuple] | None = None) -> None:
-    """Record the diagnosed mistakes on ``result`` (an ``engine.ExerciseResult``); a failing
-    check gets the hint of each one that explains its failure (``Exercise.probe``) and that its
-    own shown example exhibits (``earned``; ``evidence``: check -> the calls of its example),
-    and no other. Where that example is too small to show the mistake, a check the probe names
-    gets the hint with the probe's own input (``probed``) beside it."""
+    """Record the diagnosed mistakes on ``result`` (an ``engine.ExerciseResult``) and hint its
+    failing checks (``hint_checks``)."""
     result.misconceptions = sorted(found)
-    for c in result.checks:
+    hint_checks(result.checks, found, exercise=exercise, hints=hints, evidence=evidence,
+                probed=probed)
+
+
+def hint_checks(checks: list[Any], found: list[str], *, exercise: Exercise, hints: bool = True,
+                evidence: dict[str, list[tuple]] | None = None,
+                probed: dict[str, tuple] | None = None) -> None:
+    """A failing check of ``checks`` (``engine.CheckResult``) gets the hint of each mistake in
+    ``found`` that explains its failure (``Exercise.probe``) and that its own shown example
+    exhibits (``earned``; ``evidence``: check -> the calls of its example), and no other.
+    Where that example is too small to show the mistake, a check the probe names gets the hint
+    with the probe's own input (``probed``) beside it."""
+    for c in checks:
         if c.passed or not hints:
             continue
         lines = []
-        for m in result.misconceptions:
+        for m in sorted(found):
             if not exercise.explains(m, c.name, hidden=c.hidden):
                 continue
             shown = earned(exercise, m, (evidence or {}).get(c.name, []))

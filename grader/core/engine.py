@@ -32,7 +32,7 @@ from ..sandbox.isolation import (
 from . import assertions, lanes
 from .course import KIT_ROOT, Course, course_secret, load, number
 from .delegation import Rule, verdict
-from .diagnose import diagnose, note_misconceptions
+from .diagnose import diagnose, hint_checks, note_misconceptions
 from .exercise import Check, Context, Exercise
 from .student import AnswerKey, NotImplementedYet, Student
 from .submission import (  # noqa: F401  (BadSubmission, the limits and the copy: re-exported)
@@ -44,7 +44,7 @@ from .submission import (  # noqa: F401  (BadSubmission, the limits and the copy
     copy_submission,
     protect_key,
 )
-from .vacuous import verdicts, withhold
+from .vacuous import InformativeCalls, verdicts, withhold
 
 # Small tensors gain nothing from threads, and a forked worker must not inherit a busy pool.
 torch.set_num_threads(1)
@@ -87,9 +87,10 @@ class ExerciseResult:
 
     @property
     def not_implemented(self) -> bool:
-        return bool(self.checks) and all(
-            c.feedback.startswith("not implemented yet") for c in self.checks
-        )
+        """A stub, by its visible checks: whatever its hidden worker did, which must not change
+        what they read ("Not implemented yet." in the notebook's visible test cell)."""
+        shown = [c for c in self.checks if not c.hidden]
+        return bool(shown) and all(c.feedback.startswith("not implemented yet") for c in shown)
 
 
 @dataclass
@@ -150,9 +151,11 @@ def _inputs(ctx: Context) -> str:
     return ", ".join(parts)
 
 
-# What a hidden check says of a worker that stopped during it, whatever the code did: no text
-# of the student's code from a hidden call (exit or exception messages, output) reaches a
-# report, so a submission cannot print the hidden inputs into its own feedback.
+# What every hidden check says when the hidden phase could not finish, whatever the cause
+# (the code exited, hung, crashed, ran past a limit or out of memory, or would not load
+# again): no text of the student's code from a hidden call (exit or exception messages,
+# output) reaches a report, so a submission cannot print the hidden inputs into its own
+# feedback, and one sentence for every cause tells nothing of what stopped it.
 HIDDEN_LOST = "the worker stopped during a hidden check"
 BUILTIN_ERRORS = frozenset(
     "ValueError TypeError IndexError KeyError ZeroDivisionError ArithmeticError OverflowError "
@@ -189,6 +192,8 @@ def run_check(check: Check, ctx: Context, course: Course, points: float,
         )
         return result
     except CallTimedOut as error:  # the next call gets a fresh worker
+        if check.hidden:  # it ends the hidden phase, as any other lost worker does
+            raise
         result.feedback = _failure_text(check, ctx, error.reason)
         return result
     except WorkerLost:
@@ -230,8 +235,13 @@ def grade_exercise(
 ) -> ExerciseResult:
     """Grade one exercise of the copied submission in ``folder``: the source rule on its
     files, then its visible checks in a worker that sees only the files that keep the rule,
-    then the hidden ones (against the answer key, run here) in a worker of their own, so that
-    nothing a hidden call did or saw can reach a visible check's feedback."""
+    then the hidden ones (against the answer key, run here) in a worker of their own.
+
+    The visible verdicts are final before the hidden phase begins: their scores, their text,
+    the diagnosis and the exercise's error are settled in the first worker, and nothing the
+    second one does (fail, exit, hang, crash, run out of memory) changes them. A hidden phase
+    that cannot finish costs the hidden checks alone, each with the one sentence
+    ``HIDDEN_LOST``."""
     points = course.check_points(exercise)
     checks = [c for c in exercise.checks
               if not c.hidden or (include_hidden and key_folder is not None)]
@@ -261,44 +271,76 @@ def grade_exercise(
                 student = _loaded(sandbox, exercise, stand_ins)
                 ctx = Context(student, None, devices)
                 student._calls = ctx.calls
-                for check in visible:
+                # the informative calls, each before the check the secret chooses
+                informative = InformativeCalls(exercise, student, secret, len(visible))
+                for place, check in enumerate(visible):
+                    informative.due(place)
                     result.checks.append(_recorded(check, ctx, course, points, secret, calls))
                     evidence[check.name] = list(ctx.calls)
                 if not all(c.passed for c in result.checks):
                     found = diagnose(exercise, student, probed)  # probes are visible calls
-                ignored = verdicts(exercise, student, secret)
+                ignored = verdicts(informative)
             finally:
                 result.output = _printed(sandbox)
-        if hidden:
-            with Sandbox(view, exercise.name, limits=limits, framework=framework) as sandbox:
-                try:
-                    student = _loaded(sandbox, exercise, stand_ins)
-                    ctx = Context(student, AnswerKey(key_folder, exercise), devices)
-                    student._calls = ctx.calls
-                    for check in hidden:
-                        result.checks.append(
-                            _recorded(check, ctx, course, points, secret, calls))
-                        evidence[check.name] = list(ctx.calls)
-                    if not found and not all(c.passed for c in result.checks):
-                        found = diagnose(exercise, student, probed)  # only a hidden one failed
-                except (_LoadFailed, WorkerLost):
-                    raise WorkerLost(HIDDEN_LOST) from None
-                finally:
-                    result.output = joined_output(result.output, _printed(sandbox))
-        if found or not all(c.passed for c in result.checks):
-            note_misconceptions(result, found, hints=course.hints, exercise=exercise,
-                                evidence=evidence, probed=probed)
-        for c in result.checks:
-            withhold(c, calls.get(c.name, set()), ignored)
     except (_LoadFailed, WorkerLost) as error:
         result.error = getattr(error, "reason", None) or str(error)
         done = {c.name for c in result.checks}
-        result.checks = [_zero(c, points[c.name], result.error) for c in checks
-                         if c.name not in done] + [
-            _zero_result(c, result.error) for c in result.checks
-        ]
-        result.checks.sort(key=lambda c: [x.name for x in checks].index(c.name))
+        result.checks = [_zero_result(c, result.error) for c in result.checks] + [
+            _zero(c, points[c.name], result.error) for c in checks if c.name not in done]
+        return result
+    note_misconceptions(result, found, hints=course.hints, exercise=exercise,
+                        evidence=evidence, probed=probed)
+    for c in result.checks:
+        withhold(c, calls.get(c.name, set()), ignored)
+    # The visible verdicts are final: the hidden phase only adds the hidden checks' own.
+    if hidden:
+        graded, printed = _hidden_phase(
+            view, exercise, hidden, course=course, key_folder=key_folder, limits=limits,
+            devices=devices, secret=secret, stand_ins=stand_ins, points=points, found=found,
+            failing=not all(c.passed for c in result.checks), ignored=ignored)
+        result.checks += graded
+        result.output = joined_output(result.output, printed)
     return result
+
+
+def _hidden_phase(view: Path, exercise: Exercise, hidden: list[Check], *, course: Course,
+                  key_folder: Path | None, limits: Limits, devices: tuple[str, ...],
+                  secret: str, stand_ins: Path | None, points: dict[str, float],
+                  found: list[str], failing: bool, ignored: dict[str, str],
+                  ) -> tuple[list[CheckResult], str]:
+    """The hidden checks' results, in a worker of their own, and what it printed (for the
+    instructor). Hints come from the visible diagnosis (``found``); where the visible checks
+    all passed (``failing`` False) and a hidden one failed, from probes run here, after the
+    hidden calls, so they go on the hidden checks alone (shown when grades are published),
+    never on the exercise's list. A worker lost on the way costs every hidden check, each with
+    ``HIDDEN_LOST``; why it stopped goes to the instructor's output only."""
+    results: list[CheckResult] = []
+    evidence: dict[str, list[tuple]] = {}
+    probed: dict[str, tuple] = {}
+    calls: dict[str, set[str]] = {}
+    printed = ""
+    try:
+        with Sandbox(view, exercise.name, limits=limits, framework=exercise.framework) as sandbox:
+            try:
+                student = _loaded(sandbox, exercise, stand_ins)
+                ctx = Context(student, AnswerKey(key_folder, exercise), devices)
+                student._calls = ctx.calls
+                for check in hidden:
+                    results.append(_recorded(check, ctx, course, points, secret, calls))
+                    evidence[check.name] = list(ctx.calls)
+                if not found and not failing and not all(c.passed for c in results):
+                    found = diagnose(exercise, student, probed)  # only a hidden one failed
+            finally:
+                printed = _printed(sandbox)
+    except (_LoadFailed, WorkerLost) as error:
+        why = getattr(error, "reason", None) or str(error)
+        printed += ("\n" if printed else "") + f"[the hidden checks' worker stopped: {why}]"
+        return [_zero(c, points[c.name], HIDDEN_LOST) for c in hidden], printed
+    hint_checks(results, found, hints=course.hints, exercise=exercise, evidence=evidence,
+                probed=probed)
+    for c in results:
+        withhold(c, calls.get(c.name, set()), ignored)
+    return results, printed
 
 
 def _recorded(check: Check, ctx: Context, course: Course, points: dict[str, float],

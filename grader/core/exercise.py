@@ -21,6 +21,7 @@ import contextlib
 import hashlib
 import inspect
 import numbers
+import types
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -95,17 +96,20 @@ class Misconception:
 
 @dataclass(frozen=True)
 class Informative:
-    """Inputs on which the answer depends: ``examples(rng)`` gives the positional arguments of
-    two calls of ``call`` (a function or an operation) whose answers differ from each other
-    and from every argument, and have no part of one repeated value. A result that is on them
-    (the same for both, one repeated value, or an argument as is) ignores its input, and each
-    check that calls any of ``covers`` then passes without its points
+    """Inputs on which the answer depends: ``examples(draw, n)`` gives the positional arguments
+    of ``n`` calls of ``call`` (a function or an operation) of one structure where the checks'
+    inputs have one (a shape, a dtype, a module), drawn as the checks draw theirs (``draw`` is a
+    ``strategies.Draw``), and ``reference`` answers them as the student's code should, in the
+    grading process. A function whose results on them are as good as the same, one repeated
+    value or an argument as is (each next to the reference's own), or no answer at all, ignores
+    its input, and each check that calls any of ``covers`` then passes without its points
     (``grader.core.vacuous``)."""
 
     call: str
     label: str  # how the student knows it: "softmax", "MultiHeadAttention's forward"
     covers: tuple[str, ...]
-    examples: Callable[[Any], list[tuple]]
+    examples: Callable[[Any, int], list[tuple]]
+    reference: Callable[..., Any]
 
 
 @dataclass(frozen=True)
@@ -338,18 +342,29 @@ class Exercise:
         """Whether a failure of ``check`` supports the diagnosis ``misconception_id``."""
         return hidden or check in self.explained.get(misconception_id, ())
 
-    def informative_inputs(self, call: str, *, label: str = "", covers: tuple[str, ...] = ()):
+    def informative_inputs(self, call: str, *, label: str = "", covers: tuple[str, ...] = (),
+                           reference: Callable[..., Any] | None = None):
         """Register the informative inputs of ``call`` (``Informative``): the decorated
-        function takes a seeded ``numpy.random.Generator`` and returns the positional
-        arguments of two calls. ``covers``: the names whose checks a vacuous result costs
-        (``call`` itself by default)."""
+        function takes a ``strategies.Draw`` and a count, and returns the positional arguments
+        of that many calls of one structure, each an input a check could draw. ``covers``: the
+        names whose checks a vacuous result costs (``call`` itself by default). ``reference``:
+        what answers them (the reference of that name by default; an operation runs on the
+        exercise's references)."""
 
-        def decorate(func: Callable[[Any], list[tuple]]) -> Callable[[Any], list[tuple]]:
-            self.informative.append(
-                Informative(call, label or call, tuple(covers) or (call,), func))
+        def decorate(func: Callable[[Any, int], list[tuple]]) -> Callable[[Any, int], list[tuple]]:
+            self.informative.append(Informative(call, label or call, tuple(covers) or (call,),
+                                                func, reference or self._answers(call)))
             return func
 
         return decorate
+
+    def _answers(self, call: str) -> Callable[..., Any]:
+        """The reference answer of ``call``: its reference function, or its operation run on a
+        module of the references, as the worker runs it on the student's."""
+        if call in self.references:
+            return self.references[call]
+        operation = self.operations[call]
+        return lambda *args: operation(types.SimpleNamespace(**self.references), *args)
 
     def operation(self, func: Callable[..., Any] | None = None, *, measured: bool = False):
         """Register a worker operation (beyond calling one of ``functions``).

@@ -27,7 +27,14 @@ from ..core.diagnose import (
     mistaken,
 )
 from ..core.exercise import Exercise, positive_int
-from ..core.strategies import Attention, attention_case, causal, grid_array, telling_mask
+from ..core.strategies import (
+    FLOAT_DTYPES,
+    Attention,
+    attention_case,
+    causal,
+    grid_array,
+    telling_mask,
+)
 
 EX = Exercise("attention", functions=("causal_mask", "scaled_dot_product_attention"),
               framework="numpy", track="core", points=20, order=3, uses=("softmax",),
@@ -243,17 +250,18 @@ def test_rejects_query_with_no_allowed_key(ctx):
 
 
 @EX.informative_inputs("causal_mask")
-def informative_lengths(rng):
-    """Two lengths of 2 or more, one apart: their causal masks block some pairs, not all."""
-    t = int(rng.integers(2, 6))
-    return [(t,), (t + 1,)]
+def informative_lengths(draw, calls):
+    """Lengths, as the checks draw them."""
+    return [(draw.integer(1, 12),) for _ in range(calls)]
 
 
 @EX.informative_inputs("scaled_dot_product_attention")
-def informative_attention(rng):
-    """Two q, k, v of shape (3, 2) each, no mask: outputs and weights differ, and no weight
-    row is uniform."""
-    return [tuple(rng.standard_normal((3, 2)) for _ in "qkv") for _ in range(2)]
+def informative_attention(draw, calls):
+    """q, k, v of one dtype and shape, as ``attention_case`` draws them without a mask."""
+    dtype, batch = draw.choice(FLOAT_DTYPES), draw.shape(0, 2, 1, 2)
+    tq, tk, dk, dv = (draw.integer(1, n) for n in (4, 4, 3, 3))
+    return [(draw.grid(dtype, (*batch, tq, dk), -3, 3), draw.grid(dtype, (*batch, tk, dk), -3, 3),
+             draw.grid(dtype, (*batch, tk, dv), -3, 3), None) for _ in range(calls)]
 
 
 ### BEGIN HIDDEN CHECKS

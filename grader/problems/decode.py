@@ -228,16 +228,35 @@ def test_rejects_keys_on_another_device(ctx):
                        "a cache on cpu given keys on the meta device")
 
 
-@EX.informative_inputs("decode_run", label="decode_step")
-def informative_chunks(rng):
-    """One module (d_model 4 in 2 heads, no bias) and two inputs of 3 tokens, decoded in
-    chunks of 1 then 2, and of 2 then 1."""
-    state = {f"{name}.weight": rng.standard_normal((4, 4)) / 2
-             for name in ("wq", "wk", "wv", "wo")}
+def decoded(d_model, n_head, bias, state, xs) -> dict:
+    """What ``decode_run`` gives for a right ``decode_step``: the full causal forward, cut into
+    the chunks, and the cache's length after each."""
+    y = causal_forward(d_model, n_head, bias, state, np.concatenate(xs, axis=1))
+    ends = np.cumsum([x.shape[1] for x in xs])
+    return {"ys": [y[:, end - x.shape[1]:end] for x, end in zip(xs, ends)],
+            "lengths": [int(end) for end in ends]}
+
+
+@EX.informative_inputs("decode_run", label="decode_step", reference=decoded)
+def informative_chunks(draw, calls):
+    """One module's configuration and chunks, each call with the weights and input of a seed
+    of its own, as ``decode_case`` draws them."""
+    dtype = draw.choice(FLOAT_DTYPES)
+    n_head, d_head = draw.integer(1, 3), draw.integer(1, 2)
+    d_model = n_head * d_head
+    b, t, bias = draw.integer(1, 2), draw.integer(1, 6), draw(st.booleans())
+    cuts = draw(st.sets(st.integers(1, t - 1), max_size=3)) if t > 1 else set()
+    edges = [0, *sorted(cuts), t]
     cases = []
-    for cut in (1, 2):
-        x = rng.standard_normal((1, 3, 4))
-        cases.append((4, 2, False, state, [x[:, :cut], x[:, cut:]]))
+    for _ in range(calls):
+        values, state = Seeded(draw(seeds)), {}
+        for name in ("wq", "wk", "wv", "wo"):
+            state[f"{name}.weight"] = values.array(dtype, (d_model, d_model), -1, 1)
+            if bias:
+                state[f"{name}.bias"] = values.array(dtype, (d_model,), -1, 1)
+        x = values.array(dtype, (b, t, d_model), -2, 2)
+        cases.append((d_model, n_head, bias, state,
+                      [x[:, s:e] for s, e in zip(edges[:-1], edges[1:])]))
     return cases
 
 

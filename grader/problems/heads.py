@@ -111,15 +111,16 @@ def test_merge_rejects_non_4d(ctx):
 
 
 @EX.informative_inputs("split_heads")
-def informative_widths(rng):
-    """Two (1, 3, 4) inputs in 2 heads."""
-    return [(rng.standard_normal((1, 3, 4)), 2) for _ in range(2)]
+def informative_widths(draw, calls):
+    """Inputs with their head counts, drawn by ``heads_case``."""
+    return [tuple(draw(heads_case())) for _ in range(calls)]
 
 
 @EX.informative_inputs("merge_heads")
-def informative_heads(rng):
-    """Two (1, 2, 3, 2) inputs: 2 heads of 3 positions."""
-    return [(rng.standard_normal((1, 2, 3, 2)),) for _ in range(2)]
+def informative_heads(draw, calls):
+    """(B, H, T, D) inputs, as the merge check makes them from ``heads_case``."""
+    cases = [draw(heads_case()) for _ in range(calls)]
+    return [(x.reshape(x.shape[0], h, x.shape[1], x.shape[2] // h),) for x, h in cases]
 
 
 ### BEGIN HIDDEN CHECKS

@@ -117,11 +117,9 @@ def test_rejects_bad_arguments(ctx):
 
 
 @EX.informative_inputs("kv_cache_mask")
-def informative_sizes(rng):
-    """Two (n_cached, n_new) with n_new >= 2, the second with one more cached: each mask
-    blocks some keys, not all."""
-    n_cached, n_new = int(rng.integers(1, 4)), int(rng.integers(2, 4))
-    return [(n_cached, n_new), (n_cached + 1, n_new)]
+def informative_sizes(draw, calls):
+    """(n_cached, n_new), as ``kv_sizes`` draws them."""
+    return [tuple(draw(kv_sizes)) for _ in range(calls)]
 
 
 ### BEGIN HIDDEN CHECKS

@@ -162,18 +162,15 @@ def test_rejects_invalid_sizes(ctx):
 
 
 @EX.informative_inputs("sliding_window_mask")
-def informative_windows(rng):
-    """Two (t, window) with t >= 3, the second one longer: each mask blocks some keys, not
-    all."""
-    t, window = int(rng.integers(3, 6)), int(rng.integers(1, 3))
-    return [(t, window), (t + 1, window)]
+def informative_windows(draw, calls):
+    """(t, window), as ``windows`` draws them."""
+    return [tuple(draw(windows)) for _ in range(calls)]
 
 
 @EX.informative_inputs("padding_mask")
-def informative_lengths(rng):
-    """Two batches of 2 lengths, below t = 4 and below t = 5: each mask blocks some keys, not
-    all."""
-    return [([int(n) for n in rng.integers(1, t, size=2)], t) for t in (4, 5)]
+def informative_lengths(draw, calls):
+    """(lengths, t), as ``padding_case`` draws them."""
+    return [tuple(draw(padding_case())) for _ in range(calls)]
 
 
 ### BEGIN HIDDEN CHECKS

@@ -10,7 +10,13 @@ from hypothesis import strategies as st
 from ..core.assertions import CheckFailed, assert_close, assert_shape, expect_value_error
 from ..core.diagnose import grid, matches, softmax_unchecked
 from ..core.exercise import Exercise
-from ..core.strategies import Logits, allowed_somewhere, grid_array, logits_and_axis
+from ..core.strategies import (
+    FLOAT_DTYPES,
+    Logits,
+    allowed_somewhere,
+    grid_array,
+    logits_and_axis,
+)
 
 EX = Exercise("softmax", functions=("softmax",), framework="numpy", track="core", points=15,
               order=1,
@@ -189,9 +195,11 @@ def test_rejects_non_real_and_inexact_integers(ctx):
 
 
 @EX.informative_inputs("softmax")
-def informative_logits(rng):
-    """Two (2, 3) logits along the last axis: their softmaxes differ, and no row is uniform."""
-    return [(rng.standard_normal((2, 3)), -1) for _ in range(2)]
+def informative_logits(draw, calls):
+    """Logits of one dtype, shape and axis, as ``logits_and_axis`` draws them."""
+    dtype, shape = draw.choice(FLOAT_DTYPES), draw.shape(1, 3, 1, 4)
+    axis = draw.integer(-len(shape), len(shape) - 1)
+    return [(draw.grid(dtype, shape, -10, 10), axis) for _ in range(calls)]
 
 
 ### BEGIN HIDDEN CHECKS
