@@ -116,19 +116,20 @@ def test_index_html_escapes_the_controls(graded, course):
     assert f"<td>softmax.py could not be imported: ValueError: {SHOWN} (at " in page
 
 
-def test_the_similarity_page_shows_code_without_its_controls():
-    pytest.importorskip("copydetect")
+def test_the_similarity_page_shows_code_without_its_controls(tmp_path, course):
     from grader.integrations import similarity
 
     code = (SOLUTIONS / "softmax.py").read_text() + f"\nNOTE = '{MESSAGE}'\n"
-    mine = similarity.fingerprint(code)
-    import numpy as np
-
-    nothing = np.zeros((2, 0), dtype=np.int64)  # no text marked as shared
-    page = similarity.side_by_side("softmax", 1.0, ("\u202eevil", mine), ("alice", mine),
-                                   (nothing, nothing))
-    assert no_bidi(page)
-    assert f"NOTE = &#39;{SHOWN}&#39;" in page and "<h2>?evil</h2>" in page
+    for who, comment in (("\u202eevil", "# mine\n"), ("alice", "")):  # a copy: flagged, a page
+        (tmp_path / who).mkdir()
+        (tmp_path / who / "softmax.py").write_text(comment + code)
+    found = similarity.compare({p.name: p for p in tmp_path.iterdir()}, course)
+    pages = [found.pages[pair["page"]] for pair in found.pairs if pair["exercise"] == "softmax"]
+    assert pages
+    for page in pages:
+        assert no_bidi(page)
+        assert f"NOTE = &#x27;{SHOWN}&#x27;" in page or f"NOTE = &#39;{SHOWN}&#39;" in page
+        assert "<h2>?evil</h2>" in page
 
 
 def test_every_csv_shows_the_controls_as_question_marks(graded, course, tmp_path):
