@@ -157,6 +157,8 @@ class _Request:
 
     def __init__(self, request: dict[str, Any], folder: int | None, timeout: float,
                  limits: Limits):
+        self.sock = _connected()
+        self.data, self.ended = b"", False
         self.uid, self.lock = None, None
         nobody = unprivileged_user() if limits.drop_privileges else None
         if nobody is not None:
@@ -165,8 +167,6 @@ class _Request:
             request = {**request, "user": [user.pw_uid, user.pw_gid]}
         data = json.dumps({**request, "timeout": timeout, "memory": limits.memory}).encode()
         head = len(data).to_bytes(8, "little")
-        self.sock = _connected()
-        self.data, self.ended = b"", False
         try:
             if folder is None:
                 self.sock.sendall(head + data)
