@@ -308,3 +308,16 @@ def test_as_an_ordinary_user_the_reader_holds_the_same_limits():
     assert found["softmax.py"] == [True, None]
     assert found["big.py"] == [False, None]  # 2 MB of literal: a GiB to parse, 128 MiB given
     assert found["u7.py"][0] and found["u7.py"][1].startswith("it uses import os (line 3)")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: a sandbox uid to take")
+def test_as_root_the_reader_reads_as_a_sandbox_uid(tmp_path):
+    """A file only root may read is one the reader cannot read: it dropped root before it
+    read a byte (the copy of a submission is 0644, and is read)."""
+    os.chmod(tmp_path, 0o755)
+    (tmp_path / "open.py").write_text("import numpy as np\n")
+    (tmp_path / "root.py").write_text("import numpy as np\n")
+    os.chmod(tmp_path / "root.py", 0o600)
+    found = readers.read_files(tmp_path, ["open.py", "root.py"], NUMPY_RULE, frozenset(),
+                               Limits(timeout=30))
+    assert found["open.py"].readable and not found["root.py"].readable
