@@ -19,6 +19,13 @@ Code that does an exercise needs nothing else: the answer key, the bug zoo and t
 code of nanoGPT, minGPT, the Annotated Transformer and CS336 solutions keep to it
 (tests/test_delegation.py). The worker checks again at run time for what the source hides.
 A file that breaks the rule scores 0, and the report names what it used and the line.
+
+The grading process never runs this on a student's text: the reader does
+(``grader.sandbox.reader``, which is sent this module's source), under the exercise's limits.
+The scan costs time and memory in proportion to the file, however it is written: names bound
+to a library through others are found with a worklist (``_Scan.spread``), each assignment
+taken up once, not in a pass over the file per name; an attribute chain, a sum of strings and
+a place's text are each worked out once, not once per link (tests/test_reader.py).
 """
 
 from __future__ import annotations
@@ -107,6 +114,8 @@ PATCH = "an exercise's file may not change another module's attributes"
 HANDLE = ("an exercise's file may use a module it imports only through its attributes "
           "(np.exp, torch.nn), not hand the module itself around")
 Finding = tuple[int, int, str, str]  # line, column (where it ends), what, why
+WHAT_CAP = 2000  # characters of a finding's "what" (a long string literal's repr, say)
+NESTED = "it is nested too deeply for Python's parser (line 1)"
 
 
 @dataclass(frozen=True)
@@ -154,19 +163,33 @@ def _root(expr: ast.expr) -> ast.expr | None:
     return expr
 
 
+# Expressions that hold a library when any of their parts does (``(np, F)``, ``a or torch``).
+HOLDERS = (ast.Tuple, ast.List, ast.Set, ast.Dict, ast.IfExp, ast.BoolOp, ast.Starred,
+           ast.NamedExpr)
+
+
 def _holds_library(expr: ast.AST | None, libraries: set[str]) -> bool:
     """Whether ``expr`` is a module, a part of one (``torch.nn.functional``, ``nn.Linear``,
     ``type(x)``) or a literal holding one (``(np, F)``): what an attribute store may not
     change. A call's result (``nn.Linear(4, 4)``) is the caller's own object."""
-    if isinstance(expr, (ast.Tuple, ast.List, ast.Set, ast.Dict, ast.IfExp, ast.BoolOp,
-                         ast.Starred, ast.NamedExpr)):
-        return any(_holds_library(e, libraries) for e in ast.iter_child_nodes(expr))
+    names: set[str] = set()
+    return _depends(expr, names) or not names.isdisjoint(libraries)
+
+
+def _depends(expr: ast.AST | None, names: set[str]) -> bool:
+    """True when ``expr`` holds a library whatever its names are bound to (``type(x)``,
+    ``x.__class__``); otherwise adds to ``names`` those that make it hold one when any of
+    them is bound to a library (``_holds_library``)."""
+    if isinstance(expr, HOLDERS):
+        return any(_depends(e, names) for e in ast.iter_child_nodes(expr))
     if isinstance(expr, ast.Call):
         return isinstance(expr.func, ast.Name) and expr.func.id == "type"
     if isinstance(expr, (ast.Attribute, ast.Subscript)):
         root = _root(expr)
-        return root is None or _holds_library(root, libraries)
-    return isinstance(expr, ast.Name) and expr.id in libraries
+        return root is None or _depends(root, names)
+    if isinstance(expr, ast.Name):
+        names.add(expr.id)
+    return False
 
 
 @dataclass
@@ -183,10 +206,48 @@ class _Scan(ast.NodeVisitor):
     helpers: set[str] = field(default_factory=set)  # names bound to the submission's modules
     modules: set[str] = field(default_factory=set)  # names ``import x`` binds to a library
     through: set[int] = field(default_factory=set)  # ids of names read as ``name.attribute``
+    held: dict[int, bool] = field(default_factory=dict)  # id of an expression -> ``holds``
+    sums: dict[int, str | None] = field(default_factory=dict)  # id of a BinOp -> its flag
+    texts: dict[int, str] = field(default_factory=dict)  # id of an attribute -> its source
 
     def flag(self, node: ast.AST, what: str, why: str) -> None:
+        if len(what) > WHAT_CAP:
+            what = what[:WHAT_CAP] + " [...]"
         self.found.append((getattr(node, "lineno", 0), getattr(node, "end_col_offset", 0),
                            what, why))
+
+    def holds(self, expr: ast.AST | None) -> bool:
+        """``_holds_library(expr, self.libraries)`` once the names are bound, each attribute
+        chain (``x._a._b._c``) walked once however many of its links are asked about."""
+        chain = []
+        while isinstance(expr, (ast.Attribute, ast.Subscript)) and id(expr) not in self.held:
+            chain.append(expr)
+            expr = expr.value
+        if isinstance(expr, (ast.Attribute, ast.Subscript)):
+            held = self.held[id(expr)]
+        elif isinstance(expr, HOLDERS):
+            held = any(self.holds(e) for e in ast.iter_child_nodes(expr))
+        else:
+            held = _holds_library(expr, self.libraries)
+        for link in reversed(chain):  # from the root out: x.__class__.y holds from there on
+            held = held or isinstance(link, ast.Attribute) and link.attr == "__class__"
+            self.held[id(link)] = held
+        return held
+
+    def unparsed(self, node: ast.Attribute) -> str:
+        """``ast.unparse(node)``, the links of an attribute chain (``F.a.b.c``) written once
+        for the whole chain: each link's text is the one inside it and ``.name``. Kept until
+        the visit reaches that link (``visit_Attribute``)."""
+        chain = []
+        while isinstance(node.value, ast.Attribute) and id(node) not in self.texts:
+            chain.append(node)
+            node = node.value
+        # past WHAT_CAP a finding shows the start alone (``flag``): the rest is never written
+        text = self.texts.get(id(node)) or ast.unparse(node)[:WHAT_CAP + 1]
+        self.texts[id(node)] = text
+        for link in reversed(chain):
+            text = self.texts[id(link)] = f"{text}.{link.attr}"[:WHAT_CAP + 1]
+        return text
 
     # -- the file's own names, first ---------------------------------------------------------
     def own_import(self, node: ast.Import | ast.ImportFrom, name: str | None) -> bool:
@@ -236,14 +297,36 @@ class _Scan(ast.NodeVisitor):
                 for stmt in node.body:
                     targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt]
                     self.members.update(id(t) for t in targets)
-        changed = True
-        while changed:  # f = torch.nn.functional; g = f
-            changed = False
-            for target, value in sources:
-                if _holds_library(value, self.libraries):
-                    names = {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
-                    changed |= not names <= self.libraries
-                    self.libraries |= names
+        self.spread(sources)
+
+    def spread(self, sources: list[tuple[ast.expr, ast.expr | None]]) -> None:
+        """Add to ``libraries`` every name bound to one through others (``f = torch.nn``,
+        ``g = f``), in any order of the lines: a worklist over names, each value taken up
+        once, when a name it depends on turns out to hold a library (``_depends``)."""
+        targets: dict[int, list[ast.expr]] = {}  # a value (``a = b = value``) -> its targets
+        waiting: dict[str, list[int]] = {}  # name -> the values that hold a library if it does
+        todo = list(self.libraries)
+        for target, value in sources:
+            if id(value) in targets:
+                targets[id(value)].append(target)
+                continue
+            targets[id(value)] = [target]
+            names: set[str] = set()
+            if _depends(value, names):
+                todo.append("")  # no name: a value that holds a library whatever they are
+                waiting.setdefault("", []).append(id(value))
+            for name in names:
+                waiting.setdefault(name, []).append(id(value))
+        while todo:
+            for value in waiting.pop(todo.pop(), ()):
+                for target in targets.pop(value, ()):
+                    todo += self.bind_library(target)
+
+    def bind_library(self, target: ast.expr) -> list[str]:
+        """The names of ``target`` newly bound to a library (a value that holds one)."""
+        names = {n.id for n in ast.walk(target) if isinstance(n, ast.Name)} - self.libraries
+        self.libraries |= names
+        return list(names)
 
     # -- imports ------------------------------------------------------------------------------
     def module(self, node: ast.AST, dotted: str, what: str) -> bool:
@@ -300,7 +383,7 @@ class _Scan(ast.NodeVisitor):
             return True
         if _dunder(name) or _internal(name):
             return False
-        if root is not None and _holds_library(root, self.libraries):
+        if root is not None and self.holds(root):
             return False  # torch._anything, type(x)._anything
         if isinstance(root, ast.Name) and root.id in self.helpers:
             return True  # helper._stable: the submission's own private name
@@ -321,6 +404,7 @@ class _Scan(ast.NodeVisitor):
     def visit_Attribute(self, node: ast.Attribute) -> None:
         attr, store = node.attr, not isinstance(node.ctx, ast.Load)
         self.through.add(id(node.value))
+        shown = self.texts.pop(id(node), None)
         if attr in BLOCKED:
             self.flag(node, f".{attr}", INTERNALS)
         elif store and attr.startswith("_"):
@@ -328,8 +412,8 @@ class _Scan(ast.NodeVisitor):
         elif attr.startswith("_") and not self.readable(attr, node.value):
             self.flag(node, f".{attr}", INTERNALS)
         elif attr in self.rule.calls and (
-                attr not in self.bound or _holds_library(node.value, self.libraries)):
-            self.flag(node, ast.unparse(node), self.rule.why)
+                attr not in self.bound or self.holds(node.value)):
+            self.flag(node, shown or self.unparsed(node), self.rule.why)
         if store:
             self.patch(node)
         self.generic_visit(node)
@@ -379,9 +463,11 @@ class _Scan(ast.NodeVisitor):
 
     def visit_BinOp(self, node: ast.BinOp) -> None:
         # a dunder spelled in pieces: "_" + "_builtins_" + "_"
-        folded = _folded(node)
-        if folded is not None and _dunder(folded) and folded not in DUNDERS:
-            self.flag(node, repr(folded), INTERNALS)
+        if id(node) not in self.sums:
+            self.sums.update(_dunder_sums(node))
+        shown = self.sums.pop(id(node))
+        if shown is not None:
+            self.flag(node, shown, INTERNALS)
         self.generic_visit(node)
 
     def visit_Constant(self, node: ast.Constant) -> None:
@@ -396,28 +482,51 @@ class _Scan(ast.NodeVisitor):
 FORMAT_FIELD = re.compile(r"\{[^{}]*[.\[]\s*_")
 
 
-def _folded(node: ast.expr) -> str | None:
-    """The string a concatenation of string constants makes, or None."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return node.value
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        left, right = _folded(node.left), _folded(node.right)
-        return None if left is None or right is None else left + right
-    return None
+def _dunder_sums(top: ast.BinOp) -> dict[int, str | None]:
+    """For ``top`` and each BinOp under it joined by ``+``: the repr to flag of the string its
+    constants make when that is a dunder (``"_" + "_class_" + "_"``), else None. One pass from
+    the leaves up, so a sum of n strings costs n steps, not one per BinOp in it."""
+    shown: dict[int, str | None] = {}
+    folded: dict[int, str | None] = {}  # a node's string, kept until its parent is done
+    todo: list[tuple[ast.expr, bool]] = [(top, False)]
+    while todo:
+        node, ready = todo.pop()
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            folded[id(node)] = node.value
+        elif not isinstance(node, ast.BinOp):
+            folded[id(node)] = None
+        elif not ready:
+            todo += [(node, True), (node.right, False), (node.left, False)]
+        else:
+            left, right = folded.pop(id(node.left)), folded.pop(id(node.right))
+            value = (left + right if isinstance(node.op, ast.Add) and left is not None
+                     and right is not None else None)
+            folded[id(node)] = value
+            shown[id(node)] = (repr(value) if value is not None and _dunder(value)
+                               and value not in DUNDERS else None)
+    return shown
 
 
-def _findings(source: str, rule: Rule, own_modules: frozenset[str]) -> list[Finding]:
+def parse(source: str | bytes) -> ast.Module | None:
+    """The syntax tree of ``source``, a file's bytes read as the interpreter reads them (its
+    coding line honoured), or None when it does not parse: the worker's import then says what
+    is wrong. RecursionError and MemoryError (nested too deeply for the parser) propagate."""
     try:
-        tree = ast.parse(source)
+        return ast.parse(source)
     except (SyntaxError, ValueError):
-        return []
+        return None
+
+
+def findings(tree: ast.Module, rule: Rule, own_modules: frozenset[str]) -> list[Finding]:
+    """The places in ``tree`` that break ``rule``, in the order of the file."""
     scan = _Scan(rule, frozenset(own_modules) - set(rule.siblings))
     scan.bind(tree)
     scan.visit(tree)
     return sorted(scan.found)
 
 
-def violations(source: str, rule: Rule, own_modules: frozenset[str] = frozenset()) -> list[str]:
+def violations(source: str | bytes, rule: Rule,
+               own_modules: frozenset[str] = frozenset()) -> list[str]:
     """The places in ``source`` that break ``rule``, as "what (line N)" (none when it does
     not parse: the worker's import then says what is wrong).
 
@@ -425,21 +534,65 @@ def violations(source: str, rule: Rule, own_modules: frozenset[str] = frozenset(
     the stems of its ``.py`` files, its package folders, and the exercises it may import
     (``from .softmax import softmax``); ``rule.siblings`` are taken out. A relative import may
     name only these, an absolute one only those no installed module shadows (``INSTALLED``)."""
-    return [f"{what} (line {line})" for line, _, what, _ in _findings(source, rule, own_modules)]
+    tree = parse(source)
+    found = findings(tree, rule, own_modules) if tree is not None else []
+    return [f"{what} (line {line})" for line, _, what, _ in found]
 
 
-def verdict(source: str, rule: Rule, own_modules: frozenset[str] = frozenset()) -> str | None:
+def verdict(source: str | bytes, rule: Rule,
+            own_modules: frozenset[str] = frozenset()) -> str | None:
     """Why ``source`` may not be graded, or None: what it uses and where, then the rule it
     breaks ("it uses import torch (line 1), and a NumPy exercise may not use torch, ..."),
     one such sentence per rule broken."""
     try:
-        found = _findings(source, rule, own_modules)
+        tree = parse(source)
+        return worded(findings(tree, rule, own_modules)) if tree is not None else None
     except (RecursionError, MemoryError):  # Python's own parser gives up on it too
-        return "it is nested too deeply for Python's parser (line 1)"
+        return NESTED
+
+
+def worded(found: list[Finding]) -> str | None:
+    """``verdict``'s sentences for ``found``: the first three places of each rule broken."""
     groups: dict[str, list[str]] = {}
+    more: set[str] = set()  # the rules broken in more than three places
     for line, _, what, why in found:
-        groups.setdefault(why, []).append(f"{what} (line {line})")
+        shown = groups.setdefault(why, [])
+        if len(shown) < 3:
+            shown.append(f"{what} (line {line})")
+        else:
+            more.add(why)
     if not groups:
         return None
-    return "; ".join("it uses " + "; ".join(shown[:3]) + ("; ..." if len(shown) > 3 else "")
+    return "; ".join("it uses " + "; ".join(shown) + ("; ..." if why in more else "")
                      + f", and {why}" for why, shown in groups.items())
+
+
+def imported_names(tree: ast.Module) -> set[str]:
+    """The first part of every module ``tree`` imports, relative imports included."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module.split(".")[0])
+        elif isinstance(node, ast.ImportFrom):  # from . import helper
+            names.update(a.name for a in node.names)
+    return names
+
+
+def read(source: str | bytes, rule: Rule,
+         own_modules: frozenset[str] = frozenset()) -> tuple[str | None, set[str]]:
+    """``verdict`` and ``imported_names`` of ``source`` from one parse (no names where it
+    does not parse). A MemoryError propagates: where the parse runs under a memory limit
+    (``grader.sandbox.reader``), the caller tells that limit from the parser's own depth."""
+    try:
+        tree = parse(source)
+    except RecursionError:
+        return NESTED, set()
+    if tree is None:
+        return None, set()
+    imports = imported_names(tree)
+    try:
+        return worded(findings(tree, rule, own_modules)), imports
+    except RecursionError:
+        return NESTED, imports

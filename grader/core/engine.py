@@ -7,11 +7,8 @@ exercise alone.
 
 from __future__ import annotations
 
-import ast
 import contextlib
-import functools
 import os
-import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +16,7 @@ from pathlib import Path
 import torch
 from hypothesis.errors import Flaky
 
-from ..sandbox import cgroups, zygotes
+from ..sandbox import cgroups, readers, zygotes
 from ..sandbox.isolation import (
     OUTPUT_CAP,
     TRUNCATED,
@@ -30,8 +27,8 @@ from ..sandbox.isolation import (
     WorkerLost,
 )
 from . import assertions, lanes
+from . import view as views
 from .course import KIT_ROOT, Course, course_secret, load, number
-from .delegation import Rule, verdict
 from .diagnose import diagnose, hint_checks, note_misconceptions
 from .exercise import Check, Context, Exercise
 from .student import AnswerKey, NotImplementedYet, Student
@@ -254,7 +251,7 @@ def grade_exercise(
         result.checks = [_zero(c, points[c.name]) for c in checks]
         return result
     view = folder.parent / "views" / exercise.name
-    broken = build_view(folder, view, exercise)
+    broken, limits = build_view(folder, view, exercise, limits)
     if broken:
         result.error = broken
         result.checks = [_zero(c, points[c.name], result.error) for c in checks]
@@ -387,69 +384,18 @@ def _loaded(sandbox: Sandbox, exercise: Exercise, stand_ins: Path | None) -> Stu
     return student
 
 
-def build_view(folder: Path, view: Path, exercise: Exercise) -> str | None:
-    """Fill ``view`` with what the exercise's worker may see of the submission in ``folder``:
-    its ``.py`` files (helper packages included) that keep the exercise's source rule, less
-    the exercises it may use (proxies stand for them) and those it may not import. Nothing
-    else: no data file, no native library, no file that breaks the rule, so nothing the rule
-    refuses can run in the worker however it is imported. Returns why the exercise cannot be
-    graded (its own file, or a module it imports, breaks the rule), or None."""
-    files = sorted(p for p in folder.rglob("*.py") if p.is_file())
-    own = frozenset({p.relative_to(folder).parts[0].removesuffix(".py") for p in files}
-                    | set(exercise.uses))
-    left_out: dict[str, str] = {}
-    shutil.rmtree(view, ignore_errors=True)
-    view.mkdir(parents=True)
-    for path in files:
-        relative = path.relative_to(folder)
-        top = relative.parts[0].removesuffix(".py")
-        if top != exercise.name and (top in exercise.uses or top in exercise.rule.siblings):
-            continue
-        found = _verdict(path.read_text(errors="replace"), exercise.rule, own)
-        if found:
-            left_out.setdefault(top, found if relative.parts == (exercise.filename,)
-                                else f"{relative}: {found}")
-            continue
-        target = view / relative
-        target.parent.mkdir(parents=True, exist_ok=True)
-        os.link(path, target)
-    for path in [view, *view.rglob("*")]:
-        if path.is_dir():
-            os.chmod(path, 0o755)
-    todo, seen = [exercise.name], set()
-    while todo:  # its file, or a module it imports (or one of theirs), was left out: say why
-        name = todo.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        if name in left_out:
-            return left_out[name]
-        source = folder / f"{name}.py"
-        if source.is_file() and name not in exercise.uses:
-            todo += imported_names(source.read_text(errors="replace"))
-    return None
+def build_view(folder: Path, view: Path, exercise: Exercise,
+               limits: Limits = Limits()) -> tuple[str | None, Limits]:
+    """``grader.core.view.build``: the exercise's files read (never here: in the reader,
+    under ``limits``) and those that keep its rule put in ``view``; why it cannot be graded,
+    or None, and ``limits`` less the seconds the reading took."""
+    return views.build(folder, view, exercise, limits, judge=_verdict)
 
 
-@functools.lru_cache(maxsize=4096)
-def _verdict(source: str, rule: Rule, own: frozenset[str]) -> str | None:
-    return verdict(source, rule, own_modules=own)
-
-
-def imported_names(source: str) -> set[str]:
-    """The first part of every module ``source`` imports, relative imports included."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return set()
-    names = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names.update(a.name.split(".")[0] for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            names.add(node.module.split(".")[0])
-        elif isinstance(node, ast.ImportFrom):  # from . import helper
-            names.update(a.name for a in node.names)
-    return names
+def _verdict(verdict: str | None) -> str | None:
+    """The source rule's verdict on one file, as the reader found it: the one place the kit's
+    tests and bench switch the rule off (every file passes)."""
+    return verdict
 
 
 class _LoadFailed(Exception):
@@ -512,6 +458,7 @@ def grade_submission(
         copy = Path(tmp) / "submission"
         copy.mkdir()
         copy_submission(source, copy, seconds=limits.timeout)
+        readers.start()  # before the lanes fork: one reader for them all
 
         def grade(name: str) -> ExerciseResult:
             exercise = next(e for e in chosen if e.name == name)

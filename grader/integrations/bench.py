@@ -29,6 +29,13 @@ saves each of a class's workers.
 And ``neighbours``: how much longer an honest student's grading takes beside a student whose
 code keeps every core busy (past the source rule), with the workers' cgroups and without.
 Target: under 1.5x with cgroups.
+
+And ``parse_cost``: what reading a submission costs the grading process itself (its own CPU,
+``RUSAGE_SELF``, and its own peak memory, ``ru_maxrss``), grading the key's six core files and
+the same with each of the worst helper files a student can add beside them (reverse-ordered
+assignments, deep nesting, a literal as large as the copy takes): every file is parsed and
+judged by the reader, under each exercise's limits, so the worst costs the grading process
+what the honest one does. Target: under 1.2x, CPU and memory.
 """
 
 from __future__ import annotations
@@ -184,6 +191,86 @@ def neighbours(jobs: int = 2) -> dict[str, float]:
     if "beside_without_cgroups" in figures:
         print(f"the same without cgroups:                {figures['beside_without_cgroups']:6.1f}"
               f" s, {figures['beside_without_cgroups'] / figures['alone']:.2f}x")
+    return figures
+
+
+def _reverse_chain(lines: int) -> str:
+    """Assignments each to the name the next line binds (``x0 = x1``, ``x1 = x2``, ...), in a
+    function never called: one pass over the file per line for a fixpoint that looks at every
+    line in each pass (4e1a685: 90 s a scan at 4,000 lines)."""
+    return ("import numpy as np\n\n\ndef unused():\n"
+            + "".join(f"    x{i} = x{i + 1}\n" for i in range(lines))
+            + f"    x{lines} = np.linalg\n")
+
+
+def worst_helpers(room: int) -> dict[str, tuple[str, str]]:
+    """The worst helper files for the reader, each as a label and its text; ``room``: the bytes
+    the copy takes beside the key's six core files (``MAX_SUBMISSION_BYTES``)."""
+    literal = "DATA = [" + "1," * ((room - 64) // 2) + "]\n"  # 4e1a685: 9 GB for 18 MiB
+    return {
+        "chain": ("15,000 reverse-ordered assignments", _reverse_chain(15_000)),
+        "nesting": ("lists 90 deep, 1,500 lines", ("x = " + "[" * 90 + "]" * 90 + "\n") * 1500),
+        "literal": (f"one list literal of {len(literal) / (1 << 20):.1f} MiB", literal),
+    }
+
+
+def parse_child() -> None:
+    """The measured process of ``parse_cost``: grade ``sys.argv[1]`` with ``--jobs 1`` (every
+    exercise in this process), as ``grader grade`` starts, and print its own CPU seconds, peak
+    memory, score and the reader's CPU seconds (with its children) as JSON."""
+    from ..sandbox import isolation
+
+    isolation.start_zygote()  # as `grader grade` does: both zygotes, and the reader
+    from ..core import engine
+    from ..sandbox import readers
+    from .bench_profile import _cpu_of
+
+    result = engine.grade_submission(sys.argv[1], jobs=1)
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    reader = readers._SERVER[0].process.pid if readers._SERVER else None
+    print(json.dumps({"cpu": usage.ru_utime + usage.ru_stime, "maxrss": usage.ru_maxrss * 1024,
+                      "score": result.score, "reader": _cpu_of(reader, children=True)}))
+    sys.stdout.flush()
+
+
+def parse_cost(repeats: int = 3) -> dict[str, float]:
+    """The grading process's own CPU and peak memory grading the key's six core files, alone
+    and beside each of ``worst_helpers`` (a fresh process each, ``--jobs 1``, in turns,
+    ``repeats`` times; medians); the worst of the ratios is the figure. Target: under 1.2x."""
+    from ..core.submission import MAX_SUBMISSION_BYTES
+
+    rows: dict[str, list[dict[str, float]]] = {}
+    with tempfile.TemporaryDirectory(prefix="attention-kit-bench-") as tmp:
+        honest = core_submission(Path(tmp) / "honest")
+        room = MAX_SUBMISSION_BYTES - sum(p.stat().st_size for p in honest.iterdir())
+        folders = {"honest": ("the key's six core files", honest)}
+        for name, (label, text) in worst_helpers(room).items():
+            folder = core_submission(Path(tmp) / name)
+            (folder / "helper.py").write_text(text)
+            folders[name] = (f"+ {label} ({len(text) >> 10:,} KiB)", folder)
+        command = [sys.executable, "-c", "from grader.integrations.bench import parse_child; "
+                   "parse_child(); from grader.integrations.cli import leave; leave(0)"]
+        for _ in range(repeats):
+            for name, (_, folder) in folders.items():
+                done = subprocess.run([*command, str(folder)], cwd=ROOT, capture_output=True,
+                                      text=True, check=True)
+                rows.setdefault(name, []).append(json.loads(done.stdout.splitlines()[-1]))
+    figures: dict[str, float] = {}
+    print("the grading process's own cost, reading a submission (RUSAGE_SELF: its CPU and "
+          f"peak memory, not its workers' or the reader's; --jobs 1, median of {repeats}):")
+    for name, (label, _) in folders.items():
+        cpu = statistics.median(r["cpu"] for r in rows[name])
+        peak = statistics.median(r["maxrss"] for r in rows[name])
+        reader = statistics.median(r["reader"] for r in rows[name])
+        figures |= {f"{name}_cpu": cpu, f"{name}_peak": peak, f"{name}_reader": reader}
+        ratios = "" if name == "honest" else (
+            f" ({cpu / figures['honest_cpu']:.2f}x, {peak / figures['honest_peak']:.2f}x)")
+        print(f"  {label:<48} {cpu:5.2f} s CPU, {peak / (1 << 20):5.0f} MiB{ratios}; "
+              f"score {rows[name][0]['score']:g}; the reader {reader:.1f} s CPU")
+    worst = max(max(figures[f"{n}_cpu"] / figures["honest_cpu"],
+                    figures[f"{n}_peak"] / figures["honest_peak"]) for n in folders)
+    figures["worst"] = worst
+    print(f"  the worst against the honest: {worst:.2f}x (target < 1.2x)")
     return figures
 
 
@@ -449,6 +536,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="of those, how many plain nbgrader autograde runs too")
     parser.add_argument("--neighbours", type=int, default=1,
                         help="the slowdown of an honest student beside a CPU-hungry one (0: skip)")
+    parser.add_argument("--parse-cost", type=int, default=3,
+                        help="the grading process's own cost beside the worst helper files: "
+                             "rounds of it (0: skip)")
     parser.add_argument("--against", type=Path, default=None,
                         help="another checkout of the kit: its key ratios measured in this run")
     parser.add_argument("--breakdown", action=argparse.BooleanOptionalAction, default=True,
@@ -490,6 +580,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.against is not None:
             print(f"{str(args.against)[:22]:<22}  {other[0]:6.2f}x, with the bonus track "
                   f"{other[1]:.2f}x (measured in this run)")
+    if args.parse_cost:
+        parse_cost(args.parse_cost)
     if args.neighbours:
         neighbours(args.jobs)
     if args.class_size:

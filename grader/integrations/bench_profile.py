@@ -34,7 +34,7 @@ PARTS = [
     ("load", "start-up: course.load() and its exercises"),
     ("zygote", "waiting for the zygotes (Zygote.wait_ready)"),
     ("workers", "starting/stopping workers (Sandbox)"),
-    ("view", "building the worker's view (build_view)"),
+    ("view", "reading its files, the worker's view (build_view)"),
     ("student", "the student's time: round trips (request)"),
     ("drawing", "drawing examples (Hypothesis)"),
     ("arithmetic", "the checks' own arithmetic"),
@@ -91,12 +91,13 @@ def _request_pair(sandbox: Any, op: str, **kwargs: Any) -> str:
     return f"{getattr(sandbox, 'exercise', '?')} {op}" + (f" {func}" if func else "")
 
 
-def _cpu_of(pid: int | None) -> float:
-    """CPU seconds of one process itself, its threads included (``/proc/PID/stat``); 0 when
-    it cannot be read."""
+def _cpu_of(pid: int | None, children: bool = False) -> float:
+    """CPU seconds of one process itself, its threads included (``/proc/PID/stat``), and with
+    ``children`` those of the children it has waited for; 0 when it cannot be read."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        ticks = sum(int(f) for f in fields[11:15 if children else 13])
+        return ticks / os.sysconf("SC_CLK_TCK")
     except (OSError, IndexError, ValueError):
         return 0.0
 
@@ -182,6 +183,8 @@ def child(argv: list[str] | None = None) -> None:
     for framework, zygote in getattr(isolation, "_ZYGOTES", {}).items():
         pid = getattr(getattr(zygote, "process", None), "pid", None)
         clock.parts[f"cpu_zygote_{framework}"] = _cpu_of(pid)
+    for server in getattr(sys.modules.get("grader.sandbox.readers"), "_SERVER", []):
+        clock.parts["cpu_reader"] = _cpu_of(server.process.pid, children=True)
     figures: dict[str, Any] = {
         "child": end - start, "grade": end - graded, **clock.parts,
         "cpu_self": usage.ru_utime + usage.ru_stime,
@@ -254,8 +257,10 @@ def _print(figures: dict[str, float], notes: list[str], baseline: float) -> None
                         if k.startswith("cpu_zygote_"))
     print(f"CPU s: the grading process {figures['cpu_self']:.2f}, its workers "
           f"{figures.get('cpu_workers', 0):.2f}, its zygotes ({zygotes or 'not read'}; each "
-          f"process's own, /proc); the machine {figures['cpu_machine']:.2f}, of which "
-          f"{others:.2f} not the grading process (anything else running included)")
+          f"process's own, /proc), its reader {figures.get('cpu_reader', 0):.2f} (parsing and "
+          f"the source rule, with the children it forked); the machine "
+          f"{figures['cpu_machine']:.2f}, of which {others:.2f} not the grading process "
+          "(anything else running included)")
     print(f"import torch: {baseline:.2f} s (median of 3, this run)")
     print(f"  {'round trips, top 5 (exercise op [func])':<48} {'s':>6} {'calls':>6}")
     for key in [k for k in figures if k.startswith("request ")]:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.course import EXERCISES_BY_NAME, load
+from ..sandbox import reader
 from ..sandbox.isolation import Limits
 
 KEY_ENV = "ATTENTION_KIT_KEY"
@@ -62,18 +63,14 @@ def _kernel() -> _Kernel:
     return _KERNEL
 
 
-def _sibling_imports(exercise: str, tree: ast.Module) -> list[str]:
-    """``from .x import f`` for each earlier exercise's function the cell uses but not defines."""
-    defined: set[str] = set()
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            defined.add(node.name)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            defined.update((a.asname or a.name).split(".")[0] for a in node.names)
-        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            defined.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
-    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+def functions() -> set[str]:
+    """The names of every exercise's functions: what an answer cell may use of another's."""
+    return {f for spec in EXERCISES_BY_NAME().values() for f in spec.functions}
+
+
+def _sibling_imports(exercise: str, defined: set[str], used: set[str]) -> list[str]:
+    """``from .x import f`` for each earlier exercise's function the cell uses (``used``) but
+    not defines at its top level (``defined``)."""
     imports = []
     for spec in EXERCISES_BY_NAME().values():
         wanted = [f for f in spec.functions if f in used and f not in defined]
@@ -82,16 +79,19 @@ def _sibling_imports(exercise: str, tree: ast.Module) -> list[str]:
     return imports
 
 
-def exercise_file(exercise: str, cell: str) -> str:
+def exercise_file(exercise: str, cell: str,
+                  names: tuple[set[str], set[str]] | None = None) -> str:
     """The file an answer cell stands for: one line of imports, then the cell's lines.
 
     The cell's line ``n`` (the magic being line 1) is line ``n`` of the file, so the grader's
-    feedback points at the lines the student sees.
+    feedback points at the lines the student sees. ``names``: of the exercises' functions,
+    those the cell defines and those it uses, as the reader found them for a grading process
+    (``readers.cell_names``: it parses no student's text itself); here, in the kernel that
+    runs the cell anyway, the cell is parsed in this process. A cell that does not parse gets
+    no imports: the file will not import, and the grader says so.
     """
-    try:
-        imports = _sibling_imports(exercise, ast.parse(cell))
-    except (SyntaxError, ValueError, RecursionError, MemoryError):  # a lone surrogate: ValueError
-        imports = []  # the file will not import, and the grader says so
+    defined, used = names if names is not None else map(set, reader.names(cell, functions()))
+    imports = _sibling_imports(exercise, defined, used)
     header = FILE_HEADER.format(name=exercise)
     return ("; ".join(imports) + "  " + header if imports else header) + "\n" + cell
 

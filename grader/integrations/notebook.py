@@ -24,8 +24,9 @@ from ..core.course import KIT_ROOT as ROOT
 from ..core.exercise import Exercise
 from ..core.plural import counted
 from ..core.reader import read_regular
+from ..sandbox import readers
 from . import inert
-from .kernel import CELL_TIMEOUT, EXERCISE_TIMEOUT, exercise_file
+from .kernel import CELL_TIMEOUT, EXERCISE_TIMEOUT, exercise_file, functions
 
 ASSIGNMENT = "attention"
 BONUS_ASSIGNMENT = "attention-bonus"  # a separate assignment: a course may release it or not
@@ -321,10 +322,10 @@ def answers(nb: dict[str, Any], names: Any = None) -> Answers:
     A cell that still starts with ``%%exercise NAME`` is saved without that line, as the magic
     does; one whose magic line was removed is graded as it stands. Where a ``grade_id`` appears
     more than once the last cell counts, as in ``nbgrader autograde`` (its DeduplicateIds keeps
-    the last one).
+    the last one). The cells are parsed by the reader (``readers.cell_names``), never here.
     """
     wanted = set(EXERCISES_BY_NAME() if names is None else names)
-    files: dict[str, str] = {}
+    bodies: dict[str, str] = {}
     sources: dict[str, str] = {}
     duplicated: set[str] = set()
     for cell in nb.get("cells", []):
@@ -339,9 +340,12 @@ def answers(nb: dict[str, Any], names: Any = None) -> Answers:
         first, _, body = source.partition("\n")
         if first.strip() != f"%%exercise {grade_id}":
             body = source  # the magic line was removed: grade the cell as it stands
-        if grade_id in files:
+        if grade_id in bodies:
             duplicated.add(grade_id)
-        files[grade_id], sources[grade_id] = exercise_file(grade_id, body), source
+        bodies[grade_id], sources[grade_id] = body, source
+    names = readers.cell_names(bodies, functions()) if bodies else {}
+    files = {grade_id: exercise_file(grade_id, body, names.get(grade_id, (set(), set())))
+             for grade_id, body in bodies.items()}
     return Answers(files, sorted(duplicated), sources)
 
 

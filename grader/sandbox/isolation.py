@@ -18,11 +18,11 @@ import signal
 import socket
 import tempfile
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from . import call_limit, cgroups, protocol
+from . import call_limit, cgroups, protocol, readers, zygotes
 from .confine import (  # noqa: F401  (GiB, Limits, unprivileged_user: re-exported)
     PACKAGES,
     GiB,
@@ -36,7 +36,6 @@ from .zygotes import (  # noqa: F401  (re-exported: the zygotes, as the Sandbox 
     _ZYGOTES,
     FRAMEWORKS,
     Zygote,
-    start_zygote,
     zygote,
 )
 
@@ -52,6 +51,23 @@ MEASURED_CALLS = 10  # a measured operation's one call, in calls' CPU limits (``
 # call on some paths (a first error on the meta device imports torch._dynamo: 1.2 to 1.5 s of
 # CPU), and preloading them in the zygote would cost every grading run that time.
 TORCH_CALLS = 2.5
+
+
+@dataclass(frozen=True)
+class Spent(Limits):
+    """An exercise's limits, ``spent`` seconds of whose time went before its first worker
+    started: reading its files (``grader.core.view``), which is the student's time too."""
+
+    spent: float = 0.0
+
+
+def start_zygote(frameworks: set[str] | None = None, many: bool = False) -> None:
+    """Start now the processes a grading run asks for work, so that their start-up overlaps
+    with the grading process's own: the zygotes (``zygotes.start_zygote``: those of
+    ``frameworks``, or all; ``many``: they will fork a class's workers) and the reader
+    (``readers.start``), which reads every exercise's files first."""
+    zygotes.start_zygote(frameworks, many)
+    readers.start()
 
 
 # The bidirectional controls (embeddings and overrides U+202A-U+202E, isolates U+2066-U+2069)
@@ -149,7 +165,8 @@ class Sandbox:
         # Answers a proxy's question (another exercise's function) during a request: a
         # function of the question that returns {"ok": True, "value"} or {"ok": False, "error"}.
         self.answer = answer
-        self.used = 0.0  # seconds spent waiting for the worker: the student's time
+        # seconds spent waiting for the worker (and reading its files): the student's time
+        self.used = limits.spent if isinstance(limits, Spent) else 0.0
         self.closed = False
         self.pid: int | None = None
         self.mode = ""

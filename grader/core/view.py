@@ -1,0 +1,78 @@
+"""What an exercise's worker sees of a submission: its ``.py`` files that keep the exercise's
+source rule (``grader.core.delegation``), read and judged by the reader under the exercise's
+limits (``grader.sandbox.readers``), never in the grading process."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+from ..sandbox import readers
+from ..sandbox.isolation import Limits, Spent
+from .exercise import Exercise
+
+
+def build(folder: Path, view: Path, exercise: Exercise, limits: Limits,
+          judge: Callable[[str | None], str | None] = lambda verdict: verdict,
+          ) -> tuple[str | None, Spent]:
+    """Fill ``view`` with what the exercise's worker may see of the submission in ``folder``:
+    its ``.py`` files (helper packages included) that keep the exercise's source rule, less
+    the exercises it may use (proxies stand for them) and those it may not import. Nothing
+    else: no data file, no native library, no file that breaks the rule or that could not be
+    read within the exercise's ``limits``, so nothing the rule refuses can run in the worker
+    however it is imported. ``judge`` has the last word on each file's verdict.
+
+    Returns why the exercise cannot be graded (its own file, or a module it imports, breaks the
+    rule or could not be read), or None; and ``limits`` with the seconds the reading took,
+    which are the student's (``Spent``)."""
+    files = sorted(p for p in folder.rglob("*.py") if p.is_file())
+    relative = {p: p.relative_to(folder) for p in files}
+    own = frozenset({r.parts[0].removesuffix(".py") for r in relative.values()}
+                    | set(exercise.uses))
+    # Every file but the exercises it uses (never reached): its own first, then the smaller
+    # before the larger, so that a huge file (slow to read) takes the exercise's time from
+    # none of the others.
+    read = sorted((r.as_posix() for r in relative.values()
+                   if r.parts[0].removesuffix(".py") not in exercise.uses
+                   or r.parts[0].removesuffix(".py") == exercise.name),
+                  key=lambda r: (r != exercise.filename, (folder / r).stat().st_size, r))
+    found = readers.read_files(folder, read, exercise.rule, own, limits)
+    spent = Spent(**{f.name: getattr(limits, f.name) for f in dataclasses.fields(Limits)},
+                  spent=sum(f.seconds for f in found.values()))
+    left_out: dict[str, str] = {}
+    shutil.rmtree(view, ignore_errors=True)
+    view.mkdir(parents=True)
+    for path, name in relative.items():
+        top = name.parts[0].removesuffix(".py")
+        if top != exercise.name and (top in exercise.uses or top in exercise.rule.siblings):
+            continue
+        this = found[name.as_posix()]
+        if not this.readable:
+            left_out.setdefault(top, readers.unread(name.as_posix(), limits))
+            continue
+        verdict = judge(this.verdict)
+        if verdict:
+            left_out.setdefault(top, verdict if name.parts == (exercise.filename,)
+                                else f"{name}: {verdict}")
+            continue
+        target = view / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.link(path, target)
+    for path in [view, *view.rglob("*")]:
+        if path.is_dir():
+            os.chmod(path, 0o755)
+    todo, seen = [exercise.name], set()
+    while todo:  # its file, or a module it imports (or one of theirs), was left out: say why
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        if name in left_out:
+            return left_out[name], spent
+        this = found.get(f"{name}.py")
+        if this is not None and name not in exercise.uses:
+            todo += this.imports
+    return None, spent
