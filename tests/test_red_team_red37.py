@@ -24,6 +24,13 @@ What each did before the fix (at d63756d, and at 4e1a685), as uid 65534:
 - ``oom``: the worker, and a child it forked, wrote 0 to their ``oom_score_adj`` (the kit set
   1000, so that the kernel's out-of-memory killer takes a worker first): the grading process
   read 0 for both, and the killer would pick the largest process, a batch's grader maybe.
+- ``inotify``: the worker held 128 inotify instances, the user's whole share (each user
+  namespace's count is counted in the one above it): the grading user's own programs got
+  "Too many open files" from ``inotify_init`` until it ended.
+- ``sockets``: 120 socket pairs, each end's send buffer raised to the machine's most
+  (``net.core.wmem_max``, 4 MiB here), queued 8 MiB a pair: 794 MiB held by 100 pairs of a
+  worker whose ``--memory`` was 0.25 GiB. The README said these buffers were bounded by the
+  descriptors alone; at the default size a pair holds 455 KiB here.
 """
 
 from __future__ import annotations
@@ -166,7 +173,53 @@ def softmax(x, axis=-1):
     return x
 '''
 
-ATTACKS = {"keyring": KEYRING, "scratch": SCRATCH, "vmsplice": VMSPLICE, "oom": OOM}
+INOTIFY = '''
+import ctypes
+
+import numpy as np
+
+libc = ctypes.CDLL(None, use_errno=True)
+HELD = []
+
+
+def softmax(x, axis=-1):
+    while len(HELD) < 200:  # the user's limit here is 128, for all its processes together
+        handle = libc.inotify_init()
+        if handle < 0:
+            break
+        HELD.append(handle)
+    return np.array([len(HELD)], dtype=float)
+'''
+
+SOCKETS = '''
+import socket
+
+import numpy as np
+
+PAIRS = []
+
+
+def softmax(x, axis=-1):
+    queued = 0
+    for _ in range(120):
+        pair = socket.socketpair()
+        PAIRS.append(pair)
+        for end in pair:
+            try:
+                end.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 30)
+            except OSError:
+                pass
+            end.setblocking(False)
+            try:
+                while True:
+                    queued += end.send(bytes(65536))
+            except BlockingIOError:
+                pass
+    return np.array([queued], dtype=float)
+'''
+
+ATTACKS = {"keyring": KEYRING, "scratch": SCRATCH, "vmsplice": VMSPLICE, "oom": OOM,
+           "inotify": INOTIFY, "sockets": SOCKETS}
 
 
 # -- the grading side: one attack, in a process of its own ------------------------------------
@@ -211,6 +264,16 @@ def attack(name: str) -> dict:
             found["error"] = error.describe()
         except WorkerLost as lost:
             found["lost"] = lost.reason
+        if name == "inotify":  # the grading user's own, while the worker holds its own
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            handle = libc.inotify_init()
+            found["outside"] = "ok" if handle >= 0 else os.strerror(ctypes.get_errno())
+            if handle >= 0:
+                os.close(handle)
+        if name == "sockets":
+            found["default"] = int(Path("/proc/sys/net/core/wmem_default").read_text())
         if name == "oom":
             pid = sandbox.worker_pid()
             children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
@@ -279,6 +342,23 @@ def test_a_worker_stays_first_for_the_out_of_memory_killer(as_user):
     assert found.get("value") == [0.0, 0.0], found
     assert len(found["scores"]) == 2, found  # the worker and its child
     assert found["scores"] == [1000, 1000], found  # [0, 0] before, as a user
+
+
+@pytest.mark.parametrize("as_user", USERS)
+def test_a_worker_leaves_the_grading_user_its_inotify_instances(as_user):
+    found = _run("inotify", as_user)
+    assert found["outside"] == "ok", found  # "Too many open files" before, as a user
+
+
+@pytest.mark.parametrize("as_user", USERS)
+def test_sockets_hold_their_default_buffers_at_most(as_user):
+    found = _run("sockets", as_user)
+    if found["memory_group"]:
+        pytest.skip("a memory group counts socket buffers (120 pairs at 8 MiB were stopped at "
+                    "its limit, as root)")
+    (queued,) = found["value"]
+    # each end of a pair holds what it sent, up to its send buffer: the machine's default
+    assert queued <= 120 * 2 * 2 * found["default"], found  # 8 MiB a pair before (wmem_max)
 
 
 if __name__ == "__main__":  # one attack, graded in this process: its findings as JSON

@@ -9,7 +9,10 @@ a machine without writable controllers), an unprivileged process can still set:
 - ``RLIMIT_AS``: the worker's address space, shared mappings (``mmap(MAP_SHARED)``, a mapped
   ``/dev/shm`` file, SysV segments while attached) counted, which ``RLIMIT_DATA`` leaves out. It
   is per process: each process the worker starts may hold as much (the processes are capped);
-- ``RLIMIT_NOFILE``: what kernel buffers (sockets, pipes) one process can hold up;
+- ``RLIMIT_NOFILE``: what kernel buffers (sockets, pipes) one process can hold up, each
+  socket at its default size: the filter refuses ``SO_SNDBUF`` and ``SO_RCVBUF``, which
+  raise it to what the machine allows (a hundred socket pairs held 794 MiB of a worker whose
+  ``--memory`` was 0.25 GiB where ``net.core.wmem_max`` was 4 MiB);
 - a seccomp filter that refuses the ways to memory no mapping counts: ``memfd_create``, SysV
   ``shmget`` (a segment keeps its pages once detached), ``vmsplice`` (a pipe then holds pages
   of the process's memory by reference, each with its whole 2 MiB huge page once the process
@@ -54,13 +57,14 @@ NOFILE = 256  # descriptors one worker process may hold where no cgroup counts k
 # and the node reports no namespaces (``node.namespaces``).
 ARCHES = {
     "x86_64": {"audit": 0xC000003E, "memfd_create": 319, "shmget": 29, "clone": 56,
-               "clone3": 435, "unshare": 272, "capset": 126, "vmsplice": 278,
+               "clone3": 435, "unshare": 272, "capset": 126, "vmsplice": 278, "setsockopt": 54,
                "add_key": 248, "request_key": 249, "keyctl": 250, "x32": True},
     "aarch64": {"audit": 0xC00000B7, "memfd_create": 279, "shmget": 194, "clone": 220,
-                "clone3": 435, "unshare": 97, "capset": 91, "vmsplice": 75,
+                "clone3": 435, "unshare": 97, "capset": 91, "vmsplice": 75, "setsockopt": 208,
                 "add_key": 217, "request_key": 218, "keyctl": 219, "x32": False},
 }
 KEYRING_CALLS = ("add_key", "request_key", "keyctl")
+SOL_SOCKET, SO_SNDBUF, SO_RCVBUF = 1, 7, 8  # the same on x86_64 and aarch64
 KEYCTL_JOIN_SESSION_KEYRING = 1
 CLONE_NEWUSER = 0x10000000
 EPERM, ENOSYS = 1, 38
@@ -174,6 +178,7 @@ def filter_program(machine: str, memory: bool = True) -> list[tuple[int, int, in
             ((JEQ, arch["memfd_create"]), "deny", None),
             ((JEQ, arch["shmget"]), "deny", None),
             ((JEQ, arch["vmsplice"]), "deny", None),
+            ((JEQ, arch["setsockopt"]), "sockopt", None),
             ((JEQ, arch["clone3"]), "nosys", None),
             ((JEQ, arch["unshare"]), "flags", None),
             ((JEQ, arch["clone"]), "flags", None),
@@ -182,6 +187,13 @@ def filter_program(machine: str, memory: bool = True) -> list[tuple[int, int, in
     tail = {
         "flags": [((LD_ABS, 16), None, None),  # the low half of seccomp_data.args[0]
                   ((JSET, CLONE_NEWUSER), "deny", None), ((RET, RET_ALLOW), None, None)],
+        # setsockopt(fd, SOL_SOCKET, SO_SNDBUF or SO_RCVBUF, ...): refused, anything else not
+        "sockopt": [((LD_ABS, 24), None, None),  # the low half of args[1], the level
+                    ((JEQ, SOL_SOCKET), None, "allow"),
+                    ((LD_ABS, 32), None, None),  # the low half of args[2], the option
+                    ((JEQ, SO_SNDBUF), "deny", None), ((JEQ, SO_RCVBUF), "deny", None),
+                    ((RET, RET_ALLOW), None, None)],
+        "allow": [((RET, RET_ALLOW), None, None)],
         "deny": [((RET, deny), None, None)],
         "nosys": [((RET, nosys), None, None)],
     }

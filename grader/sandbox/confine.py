@@ -227,9 +227,19 @@ def _libc() -> ctypes.CDLL:
     return ctypes.CDLL(None, use_errno=True)  # made once: each CDLL builds a class of its own
 
 
+# What the kernel counts per user in each user namespace, and in every namespace above it too:
+# a worker in a user namespace of its own, as the grading user, would hold the user's own share
+# (as uid 65534, a worker held all 128 inotify instances, and the user's other programs got
+# "Too many open files" until it ended). A worker needs none of them, nor a user namespace of
+# its own (which the seccomp filter refuses too, where it runs: ``bounds``).
+USER_NAMESPACE_NONE = ("max_inotify_instances", "max_inotify_watches", "max_fanotify_groups",
+                       "max_fanotify_marks", "max_user_namespaces")
+
+
 def enter_namespaces(network: bool) -> str:
-    """Unshare PID, mount (and network) namespaces for the children of the calling process.
-    Returns "root" (real root in them), "user" (root only inside a user namespace) or ""."""
+    """Unshare PID, mount (and network) namespaces for the children of the calling process;
+    in a user namespace, none of ``USER_NAMESPACE_NONE`` left to them. Returns "root" (real
+    root in them), "user" (root only inside a user namespace) or ""."""
     libc = _libc()
     flags = CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | (0 if network else CLONE_NEWNET)
     if os.geteuid() == 0 and libc.unshare(flags) == 0:
@@ -243,6 +253,9 @@ def enter_namespaces(network: bool) -> str:
             Path("/proc/self/gid_map").write_text(f"{gid} {gid} 1")
         except OSError:
             return ""
+        for name in USER_NAMESPACE_NONE:
+            with contextlib.suppress(OSError):  # an older kernel may not count it
+                Path(f"/proc/sys/user/{name}").write_text("0")
         return "user"
     if not network and libc.unshare(CLONE_NEWNET) != 0:
         block_sockets()
