@@ -9,14 +9,30 @@ a machine without writable controllers), an unprivileged process can still set:
 - ``RLIMIT_AS``: the worker's address space, shared mappings (``mmap(MAP_SHARED)``, a mapped
   ``/dev/shm`` file, SysV segments while attached) counted, which ``RLIMIT_DATA`` leaves out. It
   is per process: each process the worker starts may hold as much (the processes are capped);
-- ``RLIMIT_NOFILE``: what kernel buffers (sockets, pipes) one process can hold up;
+- ``RLIMIT_NOFILE``: what kernel buffers (sockets, pipes) one process can hold up, each
+  socket at its default size: the filter refuses ``SO_SNDBUF`` and ``SO_RCVBUF``, which
+  raise it to what the machine allows (a hundred socket pairs held 794 MiB of a worker whose
+  ``--memory`` was 0.25 GiB where ``net.core.wmem_max`` was 4 MiB);
 - a seccomp filter that refuses the ways to memory no mapping counts: ``memfd_create``, SysV
-  ``shmget`` (a segment keeps its pages once detached), and a user namespace of its own (where
-  it could mount a tmpfs of any size), so ``clone3`` (whose flags a filter cannot read) is
-  answered ENOSYS and the C library falls back to ``clone``; and every system call of another
-  architecture's table (x32, i386's ``int 0x80``);
-- its score for the kernel's out-of-memory killer raised to the most (a process may raise its
-  own): should the machine run short, a worker goes before the grading process.
+  ``shmget`` (a segment keeps its pages once detached), ``vmsplice`` (a pipe then holds pages
+  of the process's memory by reference, each with its whole 2 MiB huge page once the process
+  unmaps it: 60 pipes held 1.7 GiB of a worker whose ``--memory`` was 0.25 GiB and whose
+  ``VmRSS`` read 23 MiB), and a user namespace of its own (where it could mount a tmpfs of any
+  size), so ``clone3`` (whose flags a filter cannot read) is answered ENOSYS and the C
+  library falls back to ``clone``; and every system call of another architecture's table
+  (x32, i386's ``int 0x80``);
+- its score for the kernel's out-of-memory killer raised to the most: should the machine run
+  short, a worker goes before the grading process. The worker's init sets it, before it
+  mounts the worker's /proc read-only (``confine.private_view``): a process may lower its own
+  score again, down to its parent's, without ``CAP_SYS_RESOURCE``, and the kernel then picks
+  the largest process, which a batch's grading process can be.
+
+Every worker, whatever bounds it, leaves the session keyring it inherited (the grading
+process's: a login's, holding whatever its user keeps there, Kerberos tickets say) for an empty
+one of its own (``own_session_keyring``), and where the filter is installed (in every user
+namespace, whatever bounds it) the keyring calls (``keyctl``, ``add_key``, ``request_key``) are
+refused: a worker that runs as the grading user could otherwise link that user's keyrings into
+its own, read every key in them, and leave keys there for the next worker to read.
 
 A worker in a user namespace of its own (grading as another user than root) starts with every
 capability in that namespace: its init needed them to build the view. ``drop_capabilities``
@@ -41,10 +57,15 @@ NOFILE = 256  # descriptors one worker process may hold where no cgroup counts k
 # and the node reports no namespaces (``node.namespaces``).
 ARCHES = {
     "x86_64": {"audit": 0xC000003E, "memfd_create": 319, "shmget": 29, "clone": 56,
-               "clone3": 435, "unshare": 272, "capset": 126, "x32": True},
+               "clone3": 435, "unshare": 272, "capset": 126, "vmsplice": 278, "setsockopt": 54,
+               "add_key": 248, "request_key": 249, "keyctl": 250, "x32": True},
     "aarch64": {"audit": 0xC00000B7, "memfd_create": 279, "shmget": 194, "clone": 220,
-                "clone3": 435, "unshare": 97, "capset": 91, "x32": False},
+                "clone3": 435, "unshare": 97, "capset": 91, "vmsplice": 75, "setsockopt": 208,
+                "add_key": 217, "request_key": 218, "keyctl": 219, "x32": False},
 }
+KEYRING_CALLS = ("add_key", "request_key", "keyctl")
+SOL_SOCKET, SO_SNDBUF, SO_RCVBUF = 1, 7, 8  # the same on x86_64 and aarch64
+KEYCTL_JOIN_SESSION_KEYRING = 1
 CLONE_NEWUSER = 0x10000000
 EPERM, ENOSYS = 1, 38
 PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
@@ -94,6 +115,20 @@ def first_for_the_oom_killer() -> None:
         handle.write("1000")
 
 
+def own_session_keyring() -> None:
+    """Leave the inherited session keyring for a new, empty one of this process's own (no key
+    of the grading user's is then possessed, so none is readable). Where the kernel has no
+    keyrings there is nothing to leave."""
+    arch = ARCHES.get(os.uname().machine)
+    if arch is None:
+        return
+    libc = _libc()
+    if libc.syscall(arch["keyctl"], KEYCTL_JOIN_SESSION_KEYRING, None) < 0:
+        error = ctypes.get_errno()
+        if error != ENOSYS:
+            raise OSError(error, f"keyctl(JOIN_SESSION_KEYRING): {os.strerror(error)}")
+
+
 def drop_capabilities() -> None:
     """Clear every capability (effective, permitted, inheritable, ambient) and set
     no-new-privileges, so no program it runs gains any back. Raises OSError where it cannot."""
@@ -121,8 +156,10 @@ RET_ALLOW = 0x7FFF0000
 RET_ERRNO = 0x00050000
 
 
-def filter_program(machine: str) -> list[tuple[int, int, int, int]]:
-    """The filter's instructions (code, jump if true, jump if false, k) for ``machine``."""
+def filter_program(machine: str, memory: bool = True) -> list[tuple[int, int, int, int]]:
+    """The filter's instructions (code, jump if true, jump if false, k) for ``machine``:
+    the keyring calls refused; with ``memory`` (no memory group counts the worker) the
+    calls to memory that no rlimit counts too (see the module docstring)."""
     arch = ARCHES[machine]
     deny, nosys = RET_ERRNO | EPERM, RET_ERRNO | ENOSYS
     # Laid out as a list of (instruction, label of its true jump, of its false jump).
@@ -135,17 +172,28 @@ def filter_program(machine: str) -> list[tuple[int, int, int, int]]:
     ]
     if arch["x32"]:
         body.append(((JGE, 0x40000000), "nosys", None))
-    body += [
-        ((JEQ, arch["memfd_create"]), "deny", None),
-        ((JEQ, arch["shmget"]), "deny", None),
-        ((JEQ, arch["clone3"]), "nosys", None),
-        ((JEQ, arch["unshare"]), "flags", None),
-        ((JEQ, arch["clone"]), "flags", None),
-        ((RET, RET_ALLOW), None, None),
-    ]
+    body += [((JEQ, arch[name]), "deny", None) for name in KEYRING_CALLS]
+    if memory:
+        body += [
+            ((JEQ, arch["memfd_create"]), "deny", None),
+            ((JEQ, arch["shmget"]), "deny", None),
+            ((JEQ, arch["vmsplice"]), "deny", None),
+            ((JEQ, arch["setsockopt"]), "sockopt", None),
+            ((JEQ, arch["clone3"]), "nosys", None),
+            ((JEQ, arch["unshare"]), "flags", None),
+            ((JEQ, arch["clone"]), "flags", None),
+        ]
+    body.append(((RET, RET_ALLOW), None, None))
     tail = {
         "flags": [((LD_ABS, 16), None, None),  # the low half of seccomp_data.args[0]
                   ((JSET, CLONE_NEWUSER), "deny", None), ((RET, RET_ALLOW), None, None)],
+        # setsockopt(fd, SOL_SOCKET, SO_SNDBUF or SO_RCVBUF, ...): refused, anything else not
+        "sockopt": [((LD_ABS, 24), None, None),  # the low half of args[1], the level
+                    ((JEQ, SOL_SOCKET), None, "allow"),
+                    ((LD_ABS, 32), None, None),  # the low half of args[2], the option
+                    ((JEQ, SO_SNDBUF), "deny", None), ((JEQ, SO_RCVBUF), "deny", None),
+                    ((RET, RET_ALLOW), None, None)],
+        "allow": [((RET, RET_ALLOW), None, None)],
         "deny": [((RET, deny), None, None)],
         "nosys": [((RET, nosys), None, None)],
     }
@@ -162,13 +210,13 @@ def filter_program(machine: str) -> list[tuple[int, int, int, int]]:
             for index, ((code, k), yes, no) in enumerate(laid)]
 
 
-def deny_syscalls() -> None:
-    """Install the filter (see the module docstring) on this process and all it starts.
-    Raises OSError where it cannot."""
+def deny_syscalls(memory: bool = True) -> None:
+    """Install the filter (see the module docstring; ``memory``: its memory calls too) on this
+    process and all it starts. Raises OSError where it cannot."""
     machine = os.uname().machine
     if machine not in ARCHES:
         raise OSError(f"no seccomp filter for {machine}")
-    instructions = filter_program(machine)
+    instructions = filter_program(machine, memory)
     code = b"".join(struct.pack("<HBBI", *i) for i in instructions)
     buffer = ctypes.create_string_buffer(code, len(code))
 

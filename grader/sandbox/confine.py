@@ -227,9 +227,19 @@ def _libc() -> ctypes.CDLL:
     return ctypes.CDLL(None, use_errno=True)  # made once: each CDLL builds a class of its own
 
 
+# What the kernel counts per user in each user namespace, and in every namespace above it too:
+# a worker in a user namespace of its own, as the grading user, would hold the user's own share
+# (as uid 65534, a worker held all 128 inotify instances, and the user's other programs got
+# "Too many open files" until it ended). A worker needs none of them, nor a user namespace of
+# its own (which the seccomp filter refuses too, where it runs: ``bounds``).
+USER_NAMESPACE_NONE = ("max_inotify_instances", "max_inotify_watches", "max_fanotify_groups",
+                       "max_fanotify_marks", "max_user_namespaces")
+
+
 def enter_namespaces(network: bool) -> str:
-    """Unshare PID, mount (and network) namespaces for the children of the calling process.
-    Returns "root" (real root in them), "user" (root only inside a user namespace) or ""."""
+    """Unshare PID, mount (and network) namespaces for the children of the calling process;
+    in a user namespace, none of ``USER_NAMESPACE_NONE`` left to them. Returns "root" (real
+    root in them), "user" (root only inside a user namespace) or ""."""
     libc = _libc()
     flags = CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | (0 if network else CLONE_NEWNET)
     if os.geteuid() == 0 and libc.unshare(flags) == 0:
@@ -243,6 +253,9 @@ def enter_namespaces(network: bool) -> str:
             Path("/proc/self/gid_map").write_text(f"{gid} {gid} 1")
         except OSError:
             return ""
+        for name in USER_NAMESPACE_NONE:
+            with contextlib.suppress(OSError):  # an older kernel may not count it
+                Path(f"/proc/sys/user/{name}").write_text("0")
         return "user"
     if not network and libc.unshare(CLONE_NEWNET) != 0:
         block_sockets()
@@ -308,12 +321,27 @@ def _folders_to_show() -> tuple[str, ...]:
                  if not any(Path(p).is_relative_to(other) and p != other for other in folders))
 
 
+# Files, folders and links a worker's /tmp, and its /dev/shm, may hold. Each is kernel memory
+# that the mount's size= does not count, and so are the extended attributes a file may carry
+# (user.* on tmpfs, Linux 6.6+), which the kernel bounds by this count (1 KiB an entry): with
+# the default, half the machine's pages, one worker stored 800 MiB of attributes in 2 s in a
+# /dev/shm of 64 MiB, with --memory 0.25 GiB and a VmRSS of 23 MiB.
+SCRATCH_INODES = 4096
+
+
+def scratch_options(scratch: int) -> str:
+    """The mount options of a worker's /tmp and /dev/shm: ``scratch`` bytes, ``SCRATCH_INODES``
+    entries."""
+    return f"mode=1777,size={scratch},nr_inodes={SCRATCH_INODES}"
+
+
 def private_view(folder: str, scratch: int, packages: list[str] | None = None) -> None:
     """Runs in the worker (PID 1 of its namespaces), with mount rights, before any student code:
     a new root holding only ``visible_paths()`` (read-only), the devices, a fresh /proc of this
-    namespace, a private /tmp and /dev/shm of ``scratch`` bytes each, and ``folder`` (the
-    submission copy, read-only, at the same path). With ``packages``, every site-packages
-    folder in it holds those packages and nothing else. The host's root is then detached."""
+    namespace (read-only), a private /tmp and /dev/shm of ``scratch`` bytes each
+    (``scratch_options``), and ``folder`` (the submission copy, read-only, at the same path).
+    With ``packages``, every site-packages folder in it holds those packages and nothing else.
+    The host's root is then detached."""
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     # Held open before /tmp is covered below: the interpreter, its packages (a virtual
     # environment may live under /tmp) and the submission are bound from these handles.
@@ -327,7 +355,7 @@ def private_view(folder: str, scratch: int, packages: list[str] | None = None) -
     root.mkdir()
     _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=755,size=1m")
     (root / "tmp").mkdir()
-    _mount("tmpfs", root / "tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,size={scratch}")
+    _mount("tmpfs", root / "tmp", "tmpfs", MS_NOSUID | MS_NODEV, scratch_options(scratch))
     for path in visible_paths():
         if os.path.islink(path):  # /lib -> usr/lib: the same link, its target is listed too
             target = root / path.lstrip("/")
@@ -357,7 +385,9 @@ def private_view(folder: str, scratch: int, packages: list[str] | None = None) -
         # an empty folder, so no peak or count can carry a value from one worker to the next
     _devices(root / "dev", scratch)
     (root / "proc").mkdir()
-    _mount("proc", root / "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    # Read-only: no process of the worker's lowers its score for the out-of-memory killer
+    # (``bounds``), which its init set before this; what a worker reads there is unchanged.
+    _mount("proc", root / "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY)
     target = root / folder.lstrip("/")
     target.mkdir(parents=True, exist_ok=True)
     _bind(f"/proc/self/fd/{submission}", target)  # read, never filled up
@@ -390,7 +420,7 @@ def _devices(dev: Path, scratch: int) -> None:
                        ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):
         os.symlink(link, dev / name)
     (dev / "shm").mkdir()
-    _mount("tmpfs", dev / "shm", "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,size={scratch}")
+    _mount("tmpfs", dev / "shm", "tmpfs", MS_NOSUID | MS_NODEV, scratch_options(scratch))
     _mount(None, dev, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
 
 
@@ -445,8 +475,16 @@ def restrict(limits: Limits, user: tuple[int, int] | None, workdir: str, *, mode
         processes = limits.processes + KIT_PROCESSES
         resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
         bounds.drop_capabilities()
-    if "memory" not in grouped:
-        bounds.deny_syscalls()
+    # The grading process's session keyring is not the worker's (``bounds``); where no filter
+    # follows, nothing else keeps its keys from the worker.
+    filtered = "memory" not in grouped or mode == "user"
+    try:
+        bounds.own_session_keyring()
+    except OSError:
+        if not filtered:
+            raise
+    if filtered:
+        bounds.deny_syscalls(memory="memory" not in grouped)
     os.environ.clear()
     os.environ.update({"HOME": workdir, "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
     os.chdir(workdir)

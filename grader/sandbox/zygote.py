@@ -270,6 +270,9 @@ def init(config: dict[str, Any], options: dict[str, Any], mode: str, work_fd: in
     when the worker ends, tells its wait status and ends, and the kernel ends the rest."""
     code = 0
     try:
+        # First for the out-of-memory killer, inherited by the worker: set here, in the
+        # machine's /proc, since the worker's own is read-only (``confine.bounds``).
+        confine.bounds.first_for_the_oom_killer()
         if not options["trusted"]:
             confine.private_view(config["folder"], options["scratch"], options.get("packages"))
         wait, go = os.pipe()
