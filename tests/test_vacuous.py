@@ -202,9 +202,13 @@ def test_a_module_that_cannot_take_the_weights_is_left_to_its_checks():
         load_state(module, {"wk.weight": np.zeros((3, 2))})
     misfit = StudentError({"type": "BadReturn", "bad_return": True,
                            "message": f"wk.weight is missing or {vacuous.MISFIT} (2, 4)"})
-    assert _judged(_raise(misfit)) == {}
-    forged = StudentError({"type": "BadReturn", "message": f"{vacuous.MISFIT} (2, 4)"})
-    assert _judged(_raise(forged)) != {}
+    assert vacuous.misfit(EXERCISES["gqa"], "gqa_forward", misfit)  # an operation's weights
+    # a function loads no weights: the same words from softmax are an answer like any other
+    assert not vacuous.misfit(EXERCISES["softmax"], "softmax", misfit)
+    assert _judged(_raise(misfit)) != {}
+    forged = StudentError({"type": "BadReturn", "bad_return": True,
+                           "message": f"a {vacuous.MISFIT} (2, 4)"})  # a class's name
+    assert not vacuous.misfit(EXERCISES["gqa"], "gqa_forward", forged)
 
 
 def test_a_right_answer_on_the_informative_calls_is_not_judged():

@@ -218,7 +218,14 @@ def main(argv: list[str]) -> None:
         os.setresgid(int(gid), int(gid), int(gid))
         os.setresuid(int(uid), int(uid), int(uid))
     wanted = None if only == "-" else {bytes.fromhex(n) for n in only.split(",") if n}
-    walk(int(fd), int(budget), wanted)
+    root = int(fd)
+    if uid != "-":  # the folder itself as its owner may read it, not as it was opened (root)
+        try:
+            root = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=root)
+        except OSError as error:
+            _frame(b"R", b"\0" + (error.strerror or "").encode())
+            return
+    walk(root, int(budget), wanted)
 
 
 if __name__ == "__main__":

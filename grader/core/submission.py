@@ -4,6 +4,7 @@ read with whose rights, and the answer key kept out of a worker's reach."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import pwd
 import select
@@ -55,13 +56,10 @@ def copy_submission(source: Path, target: Path, *, seconds: float = 60.0,
     trusts nothing the walk sends: every name is checked (no ``..``, no ``/``, no hidden name,
     inside a folder it sent first) and every bound is counted here (``_Copy``)."""
     source, target = Path(source), Path(target)
-    try:
-        root = os.open(source, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError as error:
-        raise BadSubmission(f"cannot read ./ in the submission ({error.strerror})") from None
+    root, owners = _opened(source)
     copy = _Copy(source, target, seconds, only)
     try:
-        identity = _owner(source, os.fstat(root))
+        identity = _owner(os.fstat(root), owners)
         wanted = None if only is None else {os.fsencode(n) for n in only}
         if identity is None:
             reader.walk(root, MAX_SUBMISSION_BYTES, wanted, copy.take)
@@ -102,16 +100,16 @@ def _read_as(identity: tuple[int, int, list[int]], root: int, wanted: set[bytes]
             process.stdout.close()
 
 
-def _owner(source: Path, folder: os.stat_result) -> tuple[int, int, list[int]] | None:
+def _owner(folder: os.stat_result, owners: list[int]) -> tuple[int, int, list[int]] | None:
     """Whose rights the reader takes (uid, gid, groups): None where they are this process's
-    (it is not root, or the submission is root's)."""
+    (it is not root, or the submission is root's). ``folder``: the folder opened (its
+    ``fstat``); ``owners``: those of the links followed on the way to it (``_opened``). The
+    last of those that is neither root nor this process's chose where the path leads, and its
+    owner's rights are taken; otherwise the folder's owner's."""
     if os.geteuid() != 0:
         return None
-    uid = folder.st_uid
-    with contextlib.suppress(OSError):
-        link = os.lstat(source)
-        if stat.S_ISLNK(link.st_mode) and link.st_uid not in (0, os.geteuid()):
-            uid = link.st_uid  # a link another user made: read what they may read
+    chosen = [owner for owner in owners if owner not in (0, os.geteuid())]
+    uid = chosen[-1] if chosen else folder.st_uid
     if uid == 0:
         return None
     try:
@@ -119,6 +117,58 @@ def _owner(source: Path, folder: os.stat_result) -> tuple[int, int, list[int]] |
         return uid, account.pw_gid, os.getgrouplist(account.pw_name, account.pw_gid)
     except (KeyError, OSError):
         return uid, NO_GROUP, []
+
+
+MAX_LINKS = 40  # links followed on the way to a submission (the kernel's own bound)
+PATH_FLAGS = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _opened(source: Path) -> tuple[int, list[int]]:
+    """The submission's folder, open, and the owners of the links followed on the way to it.
+
+    Not root: opened as the path names it (its rights are this process's whoever chose where
+    the path leads). As root: every name of the path, and of each link's target, is opened
+    relative to the folder before it (``O_PATH``, ``O_NOFOLLOW``), and a link is read from
+    what was opened, so that no name is looked up twice: a student whose folder is a link to
+    a folder of root's, or whose link an instructor's link names, or who swaps a link in while
+    the copy opens the folder, has the link's owner noted. On d63756d, which took the owner of
+    the path's last name alone, after opening it, both read the answer key as root and graded
+    it as the student's (issue 36)."""
+    if os.geteuid() != 0:
+        try:
+            return os.open(source, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC), []
+        except OSError as error:
+            raise BadSubmission(f"cannot read ./ in the submission ({error.strerror})") from None
+    todo = list(reversed(os.path.abspath(source).split("/")))
+    owners: list[int] = []
+    current = os.open("/", PATH_FLAGS | os.O_DIRECTORY)
+    try:
+        while todo:
+            name = todo.pop()
+            if name in ("", "."):
+                continue
+            step = os.open(name, PATH_FLAGS, dir_fd=current)  # "..": the kernel's parent
+            found = os.fstat(step)
+            if stat.S_ISLNK(found.st_mode):
+                try:
+                    owners.append(found.st_uid)
+                    if len(owners) > MAX_LINKS:
+                        raise OSError(errno.ELOOP, os.strerror(errno.ELOOP))
+                    target = os.readlink("", dir_fd=step)  # the link opened, not its name
+                finally:
+                    os.close(step)
+                todo += reversed(target.split("/"))
+                if target.startswith("/"):
+                    os.close(current)
+                    current = os.open("/", PATH_FLAGS | os.O_DIRECTORY)
+                continue
+            os.close(current)
+            current = step
+        return os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=current), owners
+    except OSError as error:
+        raise BadSubmission(f"cannot read ./ in the submission ({error.strerror})") from None
+    finally:
+        os.close(current)
 
 
 class _Stopped(Exception):

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import re
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -61,6 +62,9 @@ FLOOR = 1e-2
 # layers, and its failing to load them tells nothing of whether its answers use their input
 # (a GroupedQueryAttention whose keys keep the full width answers no call with groups).
 MISFIT = "has another shape than"
+# The whole line ``worker.load_state`` writes: a student's own text (a class named "has another
+# shape than", whose instance the worker calls "a has another shape than") never matches it.
+MISFIT_LINE = re.compile(r"\w+\.\w+ is missing or has another shape than \((\d+(, \d+)*,?)?\)")
 GROUPS, PER_GROUP = 3, 2  # structures, and calls of each: a wrong answer is the same for two
 # inputs by chance (a hard maximum, a mask) or constant on some structure (softmax along a
 # length-1 axis) far more often than on three structures
@@ -218,6 +222,16 @@ def _raised(error: BaseException) -> str:
     return f"it raised {getattr(error, 'type', type(error).__name__)} on a valid input"
 
 
+def misfit(exercise: Exercise, call: str, error: StudentError) -> bool:
+    """Whether ``error``, raised by the informative call ``call``, is its module failing to take
+    the call's weights (``MISFIT``): only an operation loads weights, and only in the worker's
+    own words. On d63756d any reply whose message held the words did, so a softmax that
+    returned, on one informative call, an object of a class named "has another shape than"
+    was never judged, and a uniform softmax kept 7 of 15 (issue 36)."""
+    return (call in exercise.operations and bool(error.info.get("bad_return"))
+            and MISFIT_LINE.fullmatch(str(error.info.get("message"))) is not None)
+
+
 @dataclass(frozen=True)
 class Drawn:
     """The informative inputs of one function, and the reference's answers to them."""
@@ -287,7 +301,7 @@ class InformativeCalls:
             except (NotImplementedYet, CallTimedOut) as error:  # after a CallTimedOut, the
                 reply = error  # next call gets a fresh worker
             except StudentError as error:
-                if error.info.get("bad_return") and MISFIT in str(error.info.get("message")):
+                if misfit(self.exercise, info.call, error):
                     self.misfit.add(info.call)
                     continue
                 reply = error
