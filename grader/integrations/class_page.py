@@ -215,6 +215,8 @@ def _figure(name: str, stats: dict[str, Any], width: float = 320, height: float 
     if stats["graded"]:
         caption += (f", mean {stats['mean']}, median {stats['median']}, "
                     f"full marks {stats['full_marks']}")
+    if stats.get("not_attempted") and stats.get("track") == "core":  # they scored 0 above
+        caption += f"; {len(stats['not_attempted'])} left the stub untouched"
     return (f'<figure style="width: {_n(width)}px">{histogram_svg(name, stats, width, height)}'
             f"<figcaption>{caption}</figcaption></figure>")
 

@@ -5,12 +5,14 @@ graded; ``python -m grader report JSON_DIR [--csv grades.csv] --out OUT`` from a
 ``--json-dir`` (the CSV adds the students who have no JSON: those not graded).
 
 ``summary.json`` holds ``class`` (counts), ``total`` and ``exercises.<name>`` (mean, median,
-min, max and a histogram of the scores of the students graded), ``checks.<test name>`` (pass
-rate and who failed), ``misconceptions.<id>`` (count, students, exercises, hint: most
-common first), ``statuses.<key>`` (count, students), ``not_graded`` (student -> why) and, with
-a roster, ``roster`` (its problems); with the submissions' files, ``similarity`` (the pairs
-of files flagged as alike: ``grader.integrations.similarity``). Everything is a function of the
-rows (and files): no dates, no timings, fixed orders, so a rerun writes identical bytes.
+min, max and a histogram of the scores of the students graded, and ``not_attempted``: who left
+its stub untouched, or its bonus file out), ``checks.<test name>`` (pass rate and who failed,
+among the students who attempted its exercise), ``misconceptions.<id>`` (count, students,
+exercises, hint: most common first), ``statuses.<key>`` (count, students), ``not_graded``
+(student -> why) and, with a roster, ``roster`` (its problems); with the submissions' files,
+``similarity`` (the pairs of files flagged as alike: ``grader.integrations.similarity``).
+Everything is a function of the rows (and files): no dates, no timings, fixed orders, so a
+rerun writes identical bytes.
 """
 
 from __future__ import annotations
@@ -162,6 +164,8 @@ def summarize(rows: list[Row], course: Course, *, hints: dict[str, str] | None =
             [r.bonus[name] for r in graded if r.bonus.get(name) is not None],  # type: ignore[misc]
             _points(course, name, rows))}
     for name, entry in exercises.items():
+        entry["not_attempted"] = [r.student for r in graded
+                                  if not _attempted(r, name, entry["track"] == "bonus")]
         entry["errors"] = {r.student: why for r in graded
                            for n, why in (r.results or {}).get("instructor", {})
                            .get("errors", {}).items() if n == name}
@@ -192,12 +196,19 @@ def summarize(rows: list[Row], course: Course, *, hints: dict[str, str] | None =
 
 
 def _attempted(row: Row, exercise: str, bonus: bool) -> bool:
-    return not bonus or row.bonus.get(exercise) is not None
+    """Whether the student started ``exercise``: a bonus one's file is there and not the
+    untouched stub; a core one is not the untouched stub (its results say ``attempted``)."""
+    if bonus:
+        return row.bonus.get(exercise) is not None
+    entry = (row.results or {}).get("extra_data", {}).get("exercises", {}).get(exercise)
+    return not isinstance(entry, dict) or entry.get("attempted") is not False
 
 
 def _checks(graded: list[Row]) -> dict[str, Any]:
     """Per check (results.json test name): how many took it, passed, the rate, who failed.
-    A bonus check counts only the students who attempted its exercise."""
+    A check counts only the students who attempted its exercise: an untouched stub (or a
+    missing bonus file) says nothing of what the check asks, and would fill the lowest pass
+    rates with exercises left undone; a core one still scores 0, in the exercise's scores."""
     checks: dict[str, Any] = {}
     for row in graded:
         for test in (row.results or {}).get("tests", []):
@@ -280,9 +291,10 @@ def markdown(summary: dict[str, Any]) -> str:
         for key, s in summary["statuses"].items()])
     lines += ["", "## Scores per exercise", ""]
     lines += _table(["exercise", "track", "points", "graded", "mean", "median", "full marks",
-                     "not graded"], [
+                     "not attempted", "not graded"], [
         [name, e["track"], e["points_possible"], e["graded"], e.get("mean", "-"),
-         e.get("median", "-"), e.get("full_marks", "-"), len(e["errors"])]
+         e.get("median", "-"), e.get("full_marks", "-"), len(e.get("not_attempted", [])),
+         len(e["errors"])]
         for name, e in summary["exercises"].items()])
     lines += ["", "## Most common misconceptions", ""]
     lines += _table(["misconception", "students", "exercises", "hint"], [
