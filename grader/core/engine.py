@@ -101,7 +101,8 @@ class SubmissionResult:
     path: str
     results: dict[str, ExerciseResult]  # every graded exercise, in the course's order
     key_present: bool
-    hidden_points_skipped: float = 0
+    hidden_points_skipped: float = 0  # the core points of the hidden checks not run here
+    hidden_bonus_points_skipped: float = 0  # and the bonus track's
     # The kernel's limits this machine could not give the workers (no cgroups): for the
     # instructor's report, empty where every limit held.
     limits_missing: list[str] = field(default_factory=list)
@@ -497,9 +498,8 @@ def grade_submission(
         if result.not_implemented and result.error is None:
             result.attempted = False  # an untouched stub
     cgroups.settle()  # the workers' groups that were left for later
-    skipped = 0.0  # the points the hidden checks would have added
+    skipped = {"core": 0.0, "bonus": 0.0}  # the points the hidden checks would have added
     for name, result in results.items():
-        if result.track == "core":
-            skipped += course.points(name) - result.max_score
-    return SubmissionResult(str(source), results, key is not None, number(skipped),
-                            cgroups.missing_limits())
+        skipped[result.track] += course.points(name) - result.max_score
+    return SubmissionResult(str(source), results, key is not None, number(skipped["core"]),
+                            number(skipped["bonus"]), cgroups.missing_limits())

@@ -14,7 +14,7 @@ import shutil
 from pathlib import Path
 
 from ..core.course import KIT_ROOT as ROOT
-from ..core.course import Course, load
+from ..core.course import Course, load, number
 from ..core.plural import counted
 from .stubs import stub_sources
 
@@ -106,13 +106,34 @@ is an `xfail`, and the run ends with the same points as `make grade`.
 
 {bonus}
 Your instructor grades with the same public checks plus a few hidden ones that compare with an
-answer key; the report says how many points those are worth.
+answer key. {hidden}
 
 ## Rules of thumb
 - Keep the function names and signatures; helper functions are fine.
 - `attention.py` may import your `softmax`; while grading, each exercise is given the kit's
   reference versions of the others, so one mistake costs one exercise.
 """
+
+
+def hidden_points(course: Course, track: str) -> float:
+    """The points of a track's hidden checks: what a handout's report cannot count."""
+    return number(sum(points for e in course.exercises(track)
+                      for name, points in course.check_points(e).items()
+                      if next(c for c in e.checks if c.name == name).hidden))
+
+
+def hidden_sentence(course: Course) -> str:
+    """What the handout's totals leave out, in one sentence with the numbers."""
+    total, hidden = course.total(), hidden_points(course, "core")
+    text = (f"`make grade` and `pytest` count the public checks: "
+            f"{number(total - hidden)} of the {counted(total, 'point')}")
+    if course.exercises("bonus"):
+        bonus, bonus_hidden = course.total("bonus"), hidden_points(course, "bonus")
+        text += f" (and {number(bonus - bonus_hidden)} of the bonus track's {number(bonus)})"
+    text += (f"; the hidden checks are worth the other {number(hidden)}"
+             + (f" (and {number(bonus_hidden)})" if course.exercises("bonus") else "")
+             + ", and the report's last line under each total says so.")
+    return text
 
 
 def readme(course: Course) -> str:
@@ -124,7 +145,7 @@ def readme(course: Course) -> str:
         extra = (f"The bonus track ({files}) is optional: it is graded when you fill it in and "
                  f"reported apart from the {counted(course.total(), 'point')}.\n")
     return README.format(count=counted(len(course.names("core")), "file"), core=core,
-                         bonus=extra)
+                         bonus=extra, hidden=hidden_sentence(course))
 
 
 def build(target: Path = DEFAULT_TARGET, course: Course | None = None) -> Path:

@@ -191,15 +191,24 @@ def score(exercise: str, *, hidden: bool = False) -> int:
     graded = result.results[exercise]
     checks = [c for c in graded.checks if c.hidden == hidden]
     points = 0 if graded.error else sum(c.points for c in checks)
-    print(feedback_text(exercise, graded, checks, points))
+    later = result.hidden_points_skipped + result.hidden_bonus_points_skipped  # no key here
+    print(feedback_text(exercise, graded, checks, points, later))
     return points
 
 
-def feedback_text(exercise: str, graded: Any, checks: list[Any], points: float) -> str:
+def feedback_text(exercise: str, graded: Any, checks: list[Any], points: float,
+                  later: float = 0) -> str:
     """What a test cell prints: ``graded`` (an ExerciseResult) on ``checks``, its visible or
-    its hidden ones, worth ``points``. The isolated autograde writes the same text."""
+    its hidden ones, worth ``points``; ``later``: the points of the hidden checks that did not
+    run here (no answer key), said under the total. The isolated autograde writes the same
+    text (it runs them all)."""
+    from ..core.plural import counted, noun
+
     top = sum(c.max_points for c in checks)
     lines = [f"{exercise}: {points} / {top}"]
+    if later:
+        lines.append(f"({counted(later, 'more point')} {noun(later, 'comes', 'come')} from the "
+                     "hidden tests, run when your notebook is graded.)")
     if graded.error:
         return "\n".join(lines + [f"Not graded: {graded.error}"])
     if graded.not_implemented:

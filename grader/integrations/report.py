@@ -141,8 +141,15 @@ def _core_table(result: SubmissionResult) -> list[str]:
 
 
 def _bonus_table(result: SubmissionResult) -> list[str]:
-    return [""] + _table(result.bonus, _width(result), "bonus", "bonus total",
-                         result.bonus_score, result.bonus_max_score)
+    """The bonus track's table, and what the hidden checks add where they did not run."""
+    lines = [""] + _table(result.bonus, _width(result), "bonus", "bonus total",
+                          result.bonus_score, result.bonus_max_score)
+    skipped = result.hidden_bonus_points_skipped
+    if not result.key_present and skipped:
+        lines.append(f"\n({counted(skipped, 'more bonus point')} "
+                     f"{noun(skipped, 'comes', 'come')} from hidden checks your instructor "
+                     "runs.)")
+    return lines
 
 
 def summary(result: SubmissionResult) -> str:
