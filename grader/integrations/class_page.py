@@ -143,8 +143,8 @@ def checks_svg(summary: dict[str, Any], width: float = 1000) -> str:
 
 def statuses_svg(summary: dict[str, Any], width: float = 1000, height: float = 34) -> str:
     """One stacked bar: the share of each status."""
-    total = max(summary["class"]["students"], 1)
-    body, x = [], 0.0
+    total = max(sum(s["count"] for s in summary["statuses"].values()), 1)  # roster entries
+    body, x = [], 0.0  # without a submission included
     for i, (key, s) in enumerate(summary["statuses"].items()):
         w = width * s["count"] / total
         colour = STATUS_COLOURS.get(key, [RED, AMBER, GREY, BLUE][i % 4])

@@ -85,20 +85,38 @@ def load_rows(json_dir: str | os.PathLike[str],
             rows[student] = row_from_json(student, results)
         except (ValueError, KeyError, TypeError, AttributeError) as error:
             rows[path.stem] = Row(path.stem, f"not graded: unreadable results ({error})")
-    if csv_path is not None:
-        with open(csv_path, newline="", encoding="utf-8") as handle:
-            for line in csv.DictReader(handle):
-                line = {k: inert.csv_text(v or "") for k, v in line.items()}
-                student = line.get("student", "")
-                if student in rows or not student or (  # the kit's own row: no status
-                        student == "Points Possible" and not line.get("status")):
-                    continue
-                status = line.get("status") or "unknown"
-                if status == "graded":  # graded, but its JSON is not in json_dir
-                    status = f"not graded: no {student}.json in {folder.name}"
-                if status != "no submission":  # a roster entry, not a submission
-                    rows[student] = Row(student, status)
+    for line in _batch_csv(csv_path) if csv_path is not None else []:
+        line = {k: inert.csv_text(v or "") for k, v in line.items()}
+        student = line.get("student", "")
+        if student in rows or not student or (  # the kit's own row: no status
+                student == "Points Possible" and not line.get("status")):
+            continue
+        status = line.get("status") or "unknown"
+        if status == "graded":  # graded, but its JSON is not in json_dir
+            status = f"not graded: no {student}.json in {folder.name}"
+        if status != "no submission":  # a roster entry, not a submission (--roster's)
+            rows[student] = Row(student, status)
     return [rows[name] for name in sorted(rows)]
+
+
+def _batch_csv(path: str | os.PathLike[str]) -> list[dict[str, str]]:
+    """The lines of the CSV ``batch --csv`` wrote (``report --csv`` reads it: report writes no
+    CSV). ValueError, saying so, for a file that is not there or is not that CSV."""
+    what = (f"--csv {path}: report reads the CSV that batch --csv wrote, to add its students "
+            "without a JSON (report writes index.html, summary.json and summary.md into --out, "
+            "and no CSV)")
+    try:
+        with open(path, newline="", encoding="utf-8") as handle:
+            reader = csv.DictReader(handle)
+            lines = list(reader)
+    except FileNotFoundError:
+        raise ValueError(f"{what}; there is no such file") from None
+    except (OSError, UnicodeDecodeError, csv.Error) as error:
+        why = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+        raise ValueError(f"{what}; it cannot be read ({why})") from None
+    if not {"student", "status"} <= set(reader.fieldnames or []):
+        raise ValueError(f"{what}; this one has no student and status columns")
+    return lines
 
 
 # -- the summary ------------------------------------------------------------------------------
@@ -172,6 +190,10 @@ def summarize(rows: list[Row], course: Course, *, hints: dict[str, str] | None =
     statuses: dict[str, list[str]] = {}
     for row in rows:
         statuses.setdefault(status_key(row.status), []).append(row.student)
+    if roster_issues and roster_issues.get("no_submission"):  # on the roster, no folder
+        from .exports import NO_SUBMISSION
+
+        statuses.setdefault(NO_SUBMISSION, []).extend(roster_issues["no_submission"])
     summary: dict[str, Any] = {
         "class": {"students": len(rows), "graded": len(graded),
                   "points_possible": number(course.total("core")),
@@ -309,6 +331,11 @@ def markdown(summary: dict[str, Any]) -> str:
         "Every check passed for every student."]
     if "similarity" in summary:
         lines += alike.markdown_lines(summary["similarity"])
+    errors = [(n, s, why) for n, e in summary["exercises"].items()
+              for s, why in e["errors"].items()]
+    if errors:  # as index.html has them
+        lines += ["", "## Exercises that could not be graded", ""]
+        lines += _table(["exercise", "student", "why"], [list(e) for e in errors])
     if summary["not_graded"]:
         lines += ["", "## Not graded", ""]
         lines += _table(["student", "status"], [[s, why] for s, why in

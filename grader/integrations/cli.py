@@ -456,7 +456,8 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--similarity-corpus", metavar="DIR",
                         help="compare every student with the outside solutions in DIR too")
     report.add_argument("--csv", metavar="FILE",
-                        help="the batch's CSV: adds the students without a JSON (not graded)")
+                        help="read the CSV batch --csv wrote: adds its students without a JSON "
+                             "(not graded). report writes no CSV")
     _class_options(report)
     report.set_defaults(func=_report)
 
