@@ -32,9 +32,11 @@ from ..sandbox.isolation import Limits
 KEY_ENV = "ATTENTION_KIT_KEY"
 # The grader's limit for one exercise, as `python -m grader grade` uses it, so a slow or looping
 # answer scores the same in both. A test cell grades one exercise; its cell timeout leaves room
-# for the limit, the answer key's worker and the kernel's own overhead.
+# for the limit, the calls stopped at their own limit (which it leaves out), the answer key's
+# worker and the kernel's own overhead.
 EXERCISE_TIMEOUT = Limits().timeout
-CELL_TIMEOUT = int(3 * EXERCISE_TIMEOUT)
+CELL_TIMEOUT = int(3 * EXERCISE_TIMEOUT + max(
+    e.stopped_seconds(Limits()) for e in EXERCISES_BY_NAME().values()))
 # Seconds an answer cell's own top-level code may run in the kernel (definitions take less
 # than one); past it the cell stops with TimeoutError. The file was saved first, so it is
 # graded all the same.

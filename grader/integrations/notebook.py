@@ -225,7 +225,8 @@ grader/integrations/notebook.py, not this file. Put site settings (Exchange.root
 
 c = get_config()  # noqa: F821
 c.CourseDirectory.course_id = "attention-kit"
-# A test cell grades one exercise under the grader's {EXERCISE_TIMEOUT:g} s limit; a cell that
+# A test cell grades one exercise under the grader's {EXERCISE_TIMEOUT:g} s limit, and the calls
+# stopped at their own limit (each fails its check), which that limit leaves out; a cell that
 # still runs past this is interrupted and scores zero, and the notebook goes on.
 c.Execute.timeout = {CELL_TIMEOUT}
 c.Execute.interrupt_on_timeout = True
