@@ -297,3 +297,28 @@ def test_every_limit_is_stated_as_enforced():
     assert helps["timeout"].startswith("wall seconds the calls of one exercise may take in "
                                        "all, those stopped at --call-timeout aside (default 60)")
     assert "2.5x that in a torch exercise, 5x that in wall seconds" in helps["call_timeout"]
+
+
+# A uniform softmax (every weight 1/n: it sums to 1 and moves with no input) that loops where
+# the informative calls' inputs differ from the checks' (on this kit's grid of eighths, or not).
+UNIFORM_LOOPS_OFF_GRID = first(
+    "    import numpy\n    x = numpy.asarray(logits, dtype=float)\n"
+    "    if x.size and not numpy.isinf(x).any() and (x * 8 % 1).any():\n"
+    "        while True:\n            pass\n"
+    "    x = numpy.asarray(logits)\n    if x.dtype.kind in 'biuf' and not numpy.isnan(x).any() "
+    "and not numpy.isposinf(x).any() and x.size and not numpy.all(numpy.isneginf(x), "
+    "axis=axis).any():\n        return numpy.ones(x.shape, numpy.result_type(x.dtype, "
+    "numpy.float32)) / x.shape[axis]\n")
+
+
+def test_a_call_stopped_on_an_informative_input_keeps_no_points(tmp_path):
+    """The informative calls that tell a function which ignores its input: one that runs past
+    its limit there shows no use of its input either, and the checks it passes earn nothing
+    (not a way around them now that a stopped call costs only its check; on 4e1a685 it lost
+    the whole exercise: "Not graded: one call used more than 0.5 s of CPU time")."""
+    sub = make_submission(tmp_path / "s", {"softmax.py": UNIFORM_LOOPS_OFF_GRID})
+    softmax = engine.grade_submission(sub, exercises=["softmax"], include_hidden=False,
+                                      limits=Limits(timeout=30, call=0.5)).exercises["softmax"]
+    assert softmax.error is None and softmax.score == 0, [c.feedback for c in softmax.checks]
+    shown = [c.feedback for c in softmax.checks if "Passed, but no points" in c.feedback]
+    assert shown, [c.feedback for c in softmax.checks]
