@@ -297,6 +297,19 @@ def test_every_limit_is_stated_as_enforced():
     assert helps["timeout"].startswith("wall seconds the calls of one exercise may take in "
                                        "all, those stopped at --call-timeout aside (default 60)")
     assert "2.5x that in a torch exercise, 5x that in wall seconds" in helps["call_timeout"]
+    # A notebook's answer cell may run 30 s in the kernel, but it is graded as a file whose
+    # loading is one call (on 4e1a685: "it was saved and will be graded all the same").
+    import pytest
+
+    from grader.integrations import kernel
+
+    with pytest.raises(TimeoutError) as stopped, kernel._time_limit(0.05):
+        while True:
+            pass
+    assert str(stopped.value).endswith(
+        "it was saved and will be graded all the same, though loading it is one call of the "
+        "grader's, stopped past 2 s of CPU time (5 s in a torch exercise), and then the "
+        "exercise is not graded")
 
 
 # A uniform softmax (every weight 1/n: it sums to 1 and moves with no input) that loops where

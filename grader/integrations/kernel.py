@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.course import EXERCISES_BY_NAME, load
-from ..sandbox.isolation import Limits
+from ..sandbox.isolation import TORCH_CALLS, Limits
 
 KEY_ENV = "ATTENTION_KIT_KEY"
 # The grader's limit for one exercise, as `python -m grader grade` uses it, so a slow or looping
@@ -116,7 +116,9 @@ def _time_limit(seconds: float):
     def stop(signum: int, frame: Any) -> None:
         raise TimeoutError(
             f"the cell ran for more than {seconds:g} s and was stopped; it was saved and will "
-            "be graded all the same"
+            f"be graded all the same, though loading it is one call of the grader's, stopped "
+            f"past {Limits().call:g} s of CPU time ({Limits().call * TORCH_CALLS:g} s in a "
+            "torch exercise), and then the exercise is not graded"
         )
 
     previous = signal.signal(signal.SIGALRM, stop)
