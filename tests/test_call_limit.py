@@ -328,10 +328,10 @@ def test_a_call_stopped_on_an_informative_input_keeps_no_points(tmp_path):
     """The informative calls that tell a function which ignores its input: one that runs past
     its limit there shows no use of its input either, and the checks it passes earn nothing
     (not a way around them now that a stopped call costs only its check; on 4e1a685 it lost
-    the whole exercise: "Not graded: one call used more than 0.5 s of CPU time")."""
+    the whole exercise: "Not graded: one call used more than 0.2 s of CPU time")."""
     sub = make_submission(tmp_path / "s", {"softmax.py": UNIFORM_LOOPS_OFF_GRID})
     softmax = engine.grade_submission(sub, exercises=["softmax"], include_hidden=False,
-                                      limits=Limits(timeout=30, call=0.5)).exercises["softmax"]
+                                      limits=Limits(timeout=30, call=0.2)).exercises["softmax"]
     assert softmax.error is None and softmax.score == 0, [c.feedback for c in softmax.checks]
     shown = [c.feedback for c in softmax.checks if "Passed, but no points" in c.feedback]
     assert shown, [c.feedback for c in softmax.checks]
