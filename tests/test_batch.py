@@ -52,7 +52,7 @@ def test_batch_grades_every_student_and_reruns_identically(tmp_path):
     assert table["ada.lovelace@uni.edu"] == ["15", "15", "20", "10", "25", "15", "100", "graded"]
     assert bonus["ada.lovelace@uni.edu"] == ["10"] * len(BONUS) + [str(10 * len(BONUS))]
     assert table["bob-stubs"] == ["0"] * 7 + ["graded"]
-    assert bonus["bob-stubs"] == ["0"] * (len(BONUS) + 1)  # the stubs: attempted, not done
+    assert bonus["bob-stubs"] == [""] * len(BONUS) + ["0"]  # untouched stubs: not attempted
     assert table["carol.syntax"] == ["0"] * 7 + ["graded"]
     assert bonus["carol.syntax"] == [""] * len(BONUS) + ["0"]  # no bonus files: not attempted
     assert table["dave_exits"] == ["0"] * 7 + ["graded"]

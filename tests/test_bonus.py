@@ -55,11 +55,13 @@ def test_answer_key_gets_full_bonus_marks(answer_key):
 
 
 def test_stubs_get_zero_and_not_implemented_yet():
+    """An untouched stub is not attempted, as a missing file is (tests/test_not_attempted.py):
+    its status reads as the stub's checks do."""
     result = engine.grade_submission(ROOT / "exercises", exercises=list(BONUS_NAMES))
     for name in BONUS_NAMES:
         bonus = result.bonus[name]
-        assert bonus.attempted and bonus.score == 0 and bonus.not_implemented
-        assert bonus.misconceptions == []
+        assert not bonus.attempted and bonus.score == 0 and bonus.not_implemented
+        assert bonus.misconceptions == [] and report.status(bonus) == "not implemented yet"
 
 
 def test_submission_without_bonus_files_keeps_core_score_and_is_not_attempted(core_only):

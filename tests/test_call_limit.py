@@ -30,11 +30,12 @@ CPU = "used more than 2 s of CPU time and was stopped"
 def test_a_call_that_loops_fails_its_check_and_the_rest_is_graded(tmp_path):
     sub = make_submission(tmp_path / "s", {"softmax.py": LOOPS_ON_1000})
     softmax = engine.grade_submission(sub, exercises=["softmax"], include_hidden=False,
-                                      limits=Limits(timeout=30)).exercises["softmax"]
+                                      limits=Limits(timeout=30, call=0.5)).exercises["softmax"]
     failed = {c.name: c.feedback for c in softmax.checks if not c.passed}
     assert set(failed) == {"test_stable_for_huge_logits",
                            "test_stable_for_slices_of_different_magnitude"}, failed
-    assert all(CPU in text and "Smallest failing input: logits [" in text
+    assert all("used more than 0.5 s of CPU time and was stopped" in text
+               and "Smallest failing input: logits [" in text
                for text in failed.values())
     assert softmax.error is None and softmax.score == softmax.max_score - 2
 
@@ -59,14 +60,89 @@ def test_a_call_that_waits_is_stopped_by_its_wall_limit(tmp_path, monkeypatch):
     assert softmax.error is None
 
 
-def test_the_exercise_limit_still_holds_across_fresh_workers(tmp_path):
-    """A file whose every call loops costs a fresh worker per check, within the exercise's
-    own limit: the exercise ends there, as a hang always did."""
-    sub = make_submission(tmp_path / "s", {"softmax.py": first("    while True:\n        pass\n")})
+HEADS_LOOP = (SOLUTIONS / "heads.py").read_text().replace(
+    "    ### BEGIN SOLUTION\n", "    ### BEGIN SOLUTION\n    while True:\n        pass\n")
+
+
+def test_a_file_whose_every_call_loops_fails_each_check_with_its_input(tmp_path):
+    """A stopped call's time is not the exercise's: every check meets its own stopped call and
+    fails with its input, however many there are. On 4e1a685 these stopped calls added up to
+    the exercise's limit, and every check read "Not graded: stopped after 2 s: the time limit
+    for one exercise (an infinite loop, or very slow code?)", with no input."""
+    sub = make_submission(tmp_path / "s", {"heads.py": HEADS_LOOP})
+    heads = engine.grade_submission(sub, exercises=["heads"], include_hidden=False,
+                                    limits=Limits(timeout=2, call=0.5)).exercises["heads"]
+    assert heads.error is None and heads.score == 0
+    for check in heads.checks:
+        lines = check.feedback.splitlines()
+        assert lines[1] == ("Failed: one call used more than 0.5 s of CPU time and was stopped "
+                            "(an infinite loop, or very slow code?)"), check.feedback
+        assert lines[2].startswith("Smallest failing input: "), check.feedback
+    assert heads.checks[0].feedback.splitlines()[2] == (
+        "Smallest failing input: x [[[0]]] (float64, shape (1, 1, 1)), n_head 1")
+
+
+def test_the_exercise_limit_holds_calls_that_each_end_within_theirs(tmp_path, monkeypatch):
+    """Slow code whose every call ends within its own limit still meets the exercise's."""
+    rule_off(monkeypatch)  # the source rule refuses `import time`: the wait is what is tested
+    sub = make_submission(tmp_path / "s", {"softmax.py": first(
+        "    import time\n    time.sleep(0.3)\n")})
     softmax = engine.grade_submission(sub, exercises=["softmax"], include_hidden=False,
-                                      limits=Limits(timeout=3, call=0.5)).exercises["softmax"]
+                                      limits=Limits(timeout=2, call=1)).exercises["softmax"]
     assert softmax.score == 0
-    assert "stopped after 3 s" in (softmax.error or "")
+    assert softmax.error == ("stopped after 2 s: the time limit for one exercise (an infinite "
+                             "loop, or very slow code?)")
+
+
+LOOPS_BELOW = first("    import numpy\n    if (numpy.asarray(logits) < -5).any():\n"
+                    "        while True:\n            pass\n")
+
+
+def test_a_loop_on_some_inputs_shows_a_smaller_input_within_the_shrink_budget(
+        tmp_path, monkeypatch):
+    """Hypothesis shrinks the input of a stopped call as it does any failure's, each smaller
+    input that still loops costing the call's limit again: an exercise spends at most
+    SHRINK_STOPS of them (on 4e1a685 none: a check showed the first input that looped,
+    "logits [[5.625, 4.875, -9.625, 2.375]] (float32, shape (1, 4)), axis -2"). A question
+    stopped once is stopped again at once: the last run of the smallest input, and any
+    check that meets it again, cost nothing."""
+    from grader.core import student
+    from grader.sandbox.isolation import CallTimedOut, Sandbox
+
+    sub = make_submission(tmp_path / "s", {"softmax.py": LOOPS_BELOW})
+    check = next(c for c in exercise_of("softmax").checks if c.name == "test_slices_sum_to_one")
+    monkeypatch.setattr(exercise_of("softmax"), "checks", [check])
+    stops = [0]
+    request = Sandbox.request
+
+    def counted(self, op, **kwargs):
+        try:
+            return request(self, op, **kwargs)
+        except CallTimedOut:
+            stops[0] += 1
+            raise
+
+    monkeypatch.setattr(Sandbox, "request", counted)
+    shown = {}
+    for budget in (0, 3):
+        monkeypatch.setattr(student, "SHRINK_STOPS", budget, raising=False)
+        stops[0] = 0
+        softmax = engine.grade_submission(sub, exercises=["softmax"], include_hidden=False,
+                                          limits=Limits(timeout=30, call=0.3)
+                                          ).exercises["softmax"]
+        lines = softmax.checks[0].feedback.splitlines()
+        assert lines[1].startswith("Failed: one call used more than 0.3 s of CPU time")
+        shown[budget] = (lines[2], stops[0])
+    assert shown[0][0] == ("Smallest failing input: logits [[5.625, 4.875, -9.625, 2.375]] "
+                           "(float32, shape (1, 4)), axis -2")
+    assert shown[3][0] != shown[0][0]
+    assert shown[3][1] - shown[0][1] == 3  # the budget, spent: no more
+
+
+def exercise_of(name):
+    from grader.core.course import EXERCISES_BY_NAME
+
+    return EXERCISES_BY_NAME()[name]
 
 
 def test_every_call_of_the_answer_key_takes_under_a_tenth_of_the_limit(monkeypatch):
@@ -197,3 +273,65 @@ def test_a_reply_whose_first_byte_comes_early_is_held_to_the_calls_limits(tmp_pa
             assert softmax.score == 0
             assert all("used more than 0.3 s of CPU time" in c.feedback
                        for c in softmax.checks), [c.feedback for c in softmax.checks]
+
+
+def test_every_limit_is_stated_as_enforced():
+    """The handout's README and --help state the limits the grader holds: on 4e1a685 the
+    README read "an infinite loop (60 s limit)", where a call is stopped after 2 s of CPU time
+    (5 s in a torch exercise), and --timeout's "wall seconds per exercise" counted the calls
+    stopped at their own limit."""
+    from grader.core.course import load
+    from grader.integrations import handout
+    from grader.integrations.cli import build_parser
+
+    readme = " ".join(handout.readme(load()).split())
+    assert "(60 s limit)" not in readme
+    assert ("One call of your code that runs past its limit (2 s of CPU time, 5 s in `mha.py`, "
+            "`gqa.py`, `decode.py`; 5 times that in wall seconds for a call that waits) is "
+            "stopped, as an infinite loop is: its check fails and shows the input that did it"
+            ) in readme
+    assert "An exercise's other calls have 60 s in all; past them the exercise is not graded." \
+        in readme
+    grade = build_parser()._subparsers._group_actions[0].choices["grade"]
+    helps = {a.dest: " ".join(a.help.split()) for a in grade._actions if a.help}
+    assert helps["timeout"].startswith("wall seconds the calls of one exercise may take in "
+                                       "all, those stopped at --call-timeout aside (default 60)")
+    assert "2.5x that in a torch exercise, 5x that in wall seconds" in helps["call_timeout"]
+    # A notebook's answer cell may run 30 s in the kernel, but it is graded as a file whose
+    # loading is one call (on 4e1a685: "it was saved and will be graded all the same").
+    import pytest
+
+    from grader.integrations import kernel
+
+    with pytest.raises(TimeoutError) as stopped, kernel._time_limit(0.05):
+        while True:
+            pass
+    assert str(stopped.value).endswith(
+        "it was saved and will be graded all the same, though loading it is one call of the "
+        "grader's, stopped past 2 s of CPU time (5 s in a torch exercise), and then the "
+        "exercise is not graded")
+
+
+# A uniform softmax (every weight 1/n: it sums to 1 and moves with no input) that loops where
+# the informative calls' inputs differ from the checks' (on this kit's grid of eighths, or not).
+UNIFORM_LOOPS_OFF_GRID = first(
+    "    import numpy\n    x = numpy.asarray(logits, dtype=float)\n"
+    "    if x.size and not numpy.isinf(x).any() and (x * 8 % 1).any():\n"
+    "        while True:\n            pass\n"
+    "    x = numpy.asarray(logits)\n    if x.dtype.kind in 'biuf' and not numpy.isnan(x).any() "
+    "and not numpy.isposinf(x).any() and x.size and not numpy.all(numpy.isneginf(x), "
+    "axis=axis).any():\n        return numpy.ones(x.shape, numpy.result_type(x.dtype, "
+    "numpy.float32)) / x.shape[axis]\n")
+
+
+def test_a_call_stopped_on_an_informative_input_keeps_no_points(tmp_path):
+    """The informative calls that tell a function which ignores its input: one that runs past
+    its limit there shows no use of its input either, and the checks it passes earn nothing
+    (not a way around them now that a stopped call costs only its check; on 4e1a685 it lost
+    the whole exercise: "Not graded: one call used more than 0.2 s of CPU time")."""
+    sub = make_submission(tmp_path / "s", {"softmax.py": UNIFORM_LOOPS_OFF_GRID})
+    softmax = engine.grade_submission(sub, exercises=["softmax"], include_hidden=False,
+                                      limits=Limits(timeout=30, call=0.2)).exercises["softmax"]
+    assert softmax.error is None and softmax.score == 0, [c.feedback for c in softmax.checks]
+    shown = [c.feedback for c in softmax.checks if "Passed, but no points" in c.feedback]
+    assert shown, [c.feedback for c in softmax.checks]

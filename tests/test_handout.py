@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from submission_tools import CORE, EXERCISES, SOLUTIONS, checks_for
+from submission_tools import BONUS, CORE, EXERCISES, SOLUTIONS, checks_for
 
 from grader.integrations import handout
 
@@ -118,6 +118,10 @@ def test_handout_grades_from_a_fresh_copy(built, tmp_path):
     assert hidden > 0
     assert re.search(rf"^total +{100 - hidden} / {100 - hidden}$", run.stdout, re.M), run.stdout
     assert f"{hidden} more points come from hidden checks" in run.stdout
+    # the bonus total too (on 4e1a685: "bonus total  54 / 54", and nothing said the other 6)
+    bonus = sum(c.points for name in BONUS for c in checks_for(name) if c.hidden)
+    assert re.search(rf"^bonus total +{60 - bonus} / {60 - bonus}\n\n\({bonus} more bonus "
+                     r"points come from hidden checks your instructor runs\.\)$", run.stdout, re.M)
 
 
 def handout_exercises() -> tuple[str, ...]:

@@ -223,4 +223,5 @@ def test_the_handout_and_notebook_count_their_exercises_and_points(tmp_path):
     course = load(course_file)
     assert "You implement 1 file in `exercises/`" in handout.readme(course)
     text = json.dumps(notebook.notebook(course=course))
-    assert "1 exercise, 1 point." in text and "## 1. `softmax` (1 point)" in text
+    assert "1 exercise, 1 point (0.93 from the test cells" in text
+    assert "## 1. `softmax` (1 point, 0.07 of them from hidden checks)" in text

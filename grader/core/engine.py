@@ -76,7 +76,11 @@ class ExerciseResult:
     error: str | None = None  # why the exercise could not be graded at all
     misconceptions: list[str] = field(default_factory=list)
     output: str = ""  # what the student's code printed: for the instructor only
-    attempted: bool = True  # False: a bonus exercise whose file is not in the submission
+    # False: the student did not start it: a bonus exercise whose file is not in the
+    # submission, or an untouched stub (``not_implemented``: every check met the stub's
+    # NotImplementedError). An untouched bonus stub lists no failing check and stays out of the
+    # class's pass rates, as a missing file does; a core one still scores 0 on every check.
+    attempted: bool = True
 
     @property
     def score(self) -> float:
@@ -95,7 +99,8 @@ class SubmissionResult:
     path: str
     results: dict[str, ExerciseResult]  # every graded exercise, in the course's order
     key_present: bool
-    hidden_points_skipped: float = 0
+    hidden_points_skipped: float = 0  # the core points of the hidden checks not run here
+    hidden_bonus_points_skipped: float = 0  # and the bonus track's
     # The kernel's limits this machine could not give the workers (no cgroups): for the
     # instructor's report, empty where every limit held.
     limits_missing: list[str] = field(default_factory=list)
@@ -479,10 +484,12 @@ def grade_submission(
                                ready=lambda name: zygotes.ready(framework[name]))
         results = {e.name: results[e.name] if e.name in results else grade(e.name)
                    for e in chosen}
+    for result in results.values():
+        if result.not_implemented and result.error is None:
+            result.attempted = False  # an untouched stub
     cgroups.settle()  # the workers' groups that were left for later
-    skipped = 0.0  # the points the hidden checks would have added
+    skipped = {"core": 0.0, "bonus": 0.0}  # the points the hidden checks would have added
     for name, result in results.items():
-        if result.track == "core":
-            skipped += course.points(name) - result.max_score
-    return SubmissionResult(str(source), results, key is not None, number(skipped),
-                            cgroups.missing_limits())
+        skipped[result.track] += course.points(name) - result.max_score
+    return SubmissionResult(str(source), results, key is not None, number(skipped["core"]),
+                            number(skipped["bonus"]), cgroups.missing_limits())

@@ -31,6 +31,8 @@ import numpy as np
 from hypothesis import HealthCheck, Phase, Verbosity, seed, settings
 from hypothesis.errors import Flaky
 
+from ..sandbox.call_limit import SHRINK_STOPS
+from ..sandbox.isolation import CallTimedOut
 from . import replay
 from .course import TRACKS
 from .delegation import NUMPY_RULE, Rule
@@ -213,6 +215,20 @@ def _record_draws(data: Any, ctx: Context) -> None:
     data.draw = recording_draw
 
 
+# The informative calls of one function, at most (``grader.core.vacuous``), for the bound on
+# an exercise's stopped calls (``Exercise.stopped_seconds``).
+INFORMATIVE_CALLS = 6
+
+
+class HungCall(CallTimedOut, Exception):
+    """A call of the current example ran past its own limit (``CallTimedOut``), raised where
+    Hypothesis takes it for a failure like any other and shrinks its input, each smaller input
+    that still runs past the limit costing the limit again. The exercise's ``SHRINK_STOPS``
+    (``Student.shrinks_stop``) bound that; past them, the ``CallTimedOut`` itself ends the
+    check at once, on the smallest input that ran past so far. Either way the check fails as
+    a stopped call does (``engine.run_check``)."""
+
+
 def _recorded(func: Callable) -> Callable:
     """``func`` (a Hypothesis test) made to record each example's inputs in ``ctx.example``."""
     hypothesis = getattr(func, "hypothesis", None)
@@ -228,7 +244,20 @@ def _recorded(func: Callable) -> Callable:
         for value in kwargs.values():
             if replay.is_data(value):
                 _record_draws(value, ctx)
-        inner(ctx, **kwargs)
+        try:
+            inner(ctx, **kwargs)
+            return
+        except HungCall:
+            raise
+        except CallTimedOut as stopped:
+            shrinks = getattr(ctx.student, "shrinks_stop", None)
+            if shrinks is None or not shrinks(stopped):
+                raise
+            reason = stopped.reason
+        # Raised here, out of the handler, so that it carries no context: Hypothesis tells one
+        # failure from another by where it was raised and the context it carries, and a stopped
+        # call is one failure whether the worker or the Student stopped it.
+        raise HungCall(reason)
 
     hypothesis.inner_test = recorded
     return func
@@ -400,5 +429,21 @@ class Exercise:
         return obj
 
     # -- for the worker -----------------------------------------------------------------------
+    def stopped_seconds(self, limits: Any) -> float:
+        """The wall seconds this exercise's calls stopped at their CPU limit may take in all,
+        on a machine that gives each worker half a CPU (the exercise's own limit,
+        ``Limits.timeout``, leaves them out): one per check, ``SHRINK_STOPS`` more, one that
+        ends the diagnosis and one per informative call, each its limit (a measured
+        operation's ten times it) and a second for a fresh worker. A call that waits without
+        computing is stopped by its wall limit instead (``call_limit.CALL_WALL`` times the
+        CPU limit), later than this counts."""
+        from ..sandbox.isolation import MEASURED_CALLS, TORCH_CALLS
+
+        call = limits.call * (TORCH_CALLS if self.framework == "torch" else 1)
+        calls = (len(self.checks) + SHRINK_STOPS + 1
+                 + INFORMATIVE_CALLS * len(self.informative))
+        measured = sum(getattr(op, "measured", False) for op in self.operations.values())
+        return calls * (2 * call + 1) + measured * (2 * MEASURED_CALLS * call + 1)
+
     def operation_sources(self) -> dict[str, str]:
         return {name: definition_source(func) for name, func in self.operations.items()}

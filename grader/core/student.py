@@ -27,7 +27,8 @@ import numpy as np
 import torch
 
 from ..sandbox import protocol
-from ..sandbox.isolation import MALFORMED, Sandbox, StudentError, WorkerLost
+from ..sandbox.call_limit import SHRINK_STOPS
+from ..sandbox.isolation import MALFORMED, CallTimedOut, Sandbox, StudentError, WorkerLost
 from ..sandbox.worker import plain
 from .exercise import Exercise, definition_source
 
@@ -198,12 +199,36 @@ class Student:
         finally:
             self.__dict__.pop("_memo", None)
 
+    def shrinks_stop(self, stopped: CallTimedOut) -> bool:
+        """Whether a check may shrink the input of the ``stopped`` call (``exercise.HungCall``):
+        its question was stopped before (no cost), or one of the exercise's ``SHRINK_STOPS``
+        is left, and is now spent."""
+        if stopped.again:
+            return True
+        spent = self.__dict__.setdefault("_shrink_stops", 0)
+        self.__dict__["_shrink_stops"] = spent + 1
+        return spent < SHRINK_STOPS
+
     def _request(self, op: str, **kwargs: Any) -> Any:
+        # A question the worker was stopped on is stopped again at once (the same question,
+        # byte for byte: a deterministic call would run past its limit again), so shrinking
+        # and the checks that meet it again cost no more time.
+        stopped = self.__dict__.get("_stopped")
+        question = _question(op, kwargs) if stopped else None
+        if stopped and question in stopped:
+            again = CallTimedOut(stopped[question])
+            again.again = True
+            raise again
         memo = self.__dict__.get("_memo")
         try:
             if memo is not None:
                 return memo.request(self._sandbox, op, kwargs)
             return self._sandbox.request(op, **kwargs)
+        except CallTimedOut as error:
+            question = question or _question(op, kwargs)
+            if question is not None:
+                self.__dict__.setdefault("_stopped", {})[question] = error.reason
+            raise
         except StudentError as error:
             if error.not_implemented:
                 raise NotImplementedYet(error.describe()) from None
@@ -244,6 +269,15 @@ class Student:
             raise AttributeError(name)
         call.__name__ = name
         return call
+
+
+def _question(op: str, kwargs: dict[str, Any]) -> bytes | None:
+    """A request as the protocol sends it (None where it cannot: the worker could not be sent
+    it either)."""
+    try:
+        return protocol.encode({"op": op, "kwargs": kwargs})
+    except Exception:
+        return None
 
 
 class Memo:

@@ -121,8 +121,10 @@ def grade_one(path: Path, *, course: Course, limits: Limits, key_folder: Path | 
 
 def _deadline(limits: Limits, course: Course) -> float:
     # Each exercise may use its limit twice over (the student's worker and the key's), plus
-    # start and stop; a grader past this is stuck and is killed.
-    return len(course.names()) * (2 * limits.timeout + 10) + 30
+    # start and stop, and its calls stopped at their own limit, which that limit leaves out;
+    # a grader past this is stuck and is killed.
+    return sum(2 * limits.timeout + 10 + e.stopped_seconds(limits)
+               for e in course.exercises()) + 30
 
 
 class Progress:

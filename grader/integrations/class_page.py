@@ -143,8 +143,8 @@ def checks_svg(summary: dict[str, Any], width: float = 1000) -> str:
 
 def statuses_svg(summary: dict[str, Any], width: float = 1000, height: float = 34) -> str:
     """One stacked bar: the share of each status."""
-    total = max(summary["class"]["students"], 1)
-    body, x = [], 0.0
+    total = max(sum(s["count"] for s in summary["statuses"].values()), 1)  # roster entries
+    body, x = [], 0.0  # without a submission included
     for i, (key, s) in enumerate(summary["statuses"].items()):
         w = width * s["count"] / total
         colour = STATUS_COLOURS.get(key, [RED, AMBER, GREY, BLUE][i % 4])
@@ -215,6 +215,8 @@ def _figure(name: str, stats: dict[str, Any], width: float = 320, height: float 
     if stats["graded"]:
         caption += (f", mean {stats['mean']}, median {stats['median']}, "
                     f"full marks {stats['full_marks']}")
+    if stats.get("not_attempted") and stats.get("track") == "core":  # they scored 0 above
+        caption += f"; {len(stats['not_attempted'])} left the stub untouched"
     return (f'<figure style="width: {_n(width)}px">{histogram_svg(name, stats, width, height)}'
             f"<figcaption>{caption}</figcaption></figure>")
 

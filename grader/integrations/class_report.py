@@ -5,12 +5,14 @@ graded; ``python -m grader report JSON_DIR [--csv grades.csv] --out OUT`` from a
 ``--json-dir`` (the CSV adds the students who have no JSON: those not graded).
 
 ``summary.json`` holds ``class`` (counts), ``total`` and ``exercises.<name>`` (mean, median,
-min, max and a histogram of the scores of the students graded), ``checks.<test name>`` (pass
-rate and who failed), ``misconceptions.<id>`` (count, students, exercises, hint: most
-common first), ``statuses.<key>`` (count, students), ``not_graded`` (student -> why) and, with
-a roster, ``roster`` (its problems); with the submissions' files, ``similarity`` (the pairs
-of files flagged as alike: ``grader.integrations.similarity``). Everything is a function of the
-rows (and files): no dates, no timings, fixed orders, so a rerun writes identical bytes.
+min, max and a histogram of the scores of the students graded, and ``not_attempted``: who left
+its stub untouched, or its bonus file out), ``checks.<test name>`` (pass rate and who failed,
+among the students who attempted its exercise), ``misconceptions.<id>`` (count, students,
+exercises, hint: most common first), ``statuses.<key>`` (count, students), ``not_graded``
+(student -> why) and, with a roster, ``roster`` (its problems); with the submissions' files,
+``similarity`` (the pairs of files flagged as alike: ``grader.integrations.similarity``).
+Everything is a function of the rows (and files): no dates, no timings, fixed orders, so a
+rerun writes identical bytes.
 """
 
 from __future__ import annotations
@@ -83,20 +85,38 @@ def load_rows(json_dir: str | os.PathLike[str],
             rows[student] = row_from_json(student, results)
         except (ValueError, KeyError, TypeError, AttributeError) as error:
             rows[path.stem] = Row(path.stem, f"not graded: unreadable results ({error})")
-    if csv_path is not None:
-        with open(csv_path, newline="", encoding="utf-8") as handle:
-            for line in csv.DictReader(handle):
-                line = {k: inert.csv_text(v or "") for k, v in line.items()}
-                student = line.get("student", "")
-                if student in rows or not student or (  # the kit's own row: no status
-                        student == "Points Possible" and not line.get("status")):
-                    continue
-                status = line.get("status") or "unknown"
-                if status == "graded":  # graded, but its JSON is not in json_dir
-                    status = f"not graded: no {student}.json in {folder.name}"
-                if status != "no submission":  # a roster entry, not a submission
-                    rows[student] = Row(student, status)
+    for line in _batch_csv(csv_path) if csv_path is not None else []:
+        line = {k: inert.csv_text(v or "") for k, v in line.items()}
+        student = line.get("student", "")
+        if student in rows or not student or (  # the kit's own row: no status
+                student == "Points Possible" and not line.get("status")):
+            continue
+        status = line.get("status") or "unknown"
+        if status == "graded":  # graded, but its JSON is not in json_dir
+            status = f"not graded: no {student}.json in {folder.name}"
+        if status != "no submission":  # a roster entry, not a submission (--roster's)
+            rows[student] = Row(student, status)
     return [rows[name] for name in sorted(rows)]
+
+
+def _batch_csv(path: str | os.PathLike[str]) -> list[dict[str, str]]:
+    """The lines of the CSV ``batch --csv`` wrote (``report --csv`` reads it: report writes no
+    CSV). ValueError, saying so, for a file that is not there or is not that CSV."""
+    what = (f"--csv {path}: report reads the CSV that batch --csv wrote, to add its students "
+            "without a JSON (report writes index.html, summary.json and summary.md into --out, "
+            "and no CSV)")
+    try:
+        with open(path, newline="", encoding="utf-8") as handle:
+            reader = csv.DictReader(handle)
+            lines = list(reader)
+    except FileNotFoundError:
+        raise ValueError(f"{what}; there is no such file") from None
+    except (OSError, UnicodeDecodeError, csv.Error) as error:
+        why = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+        raise ValueError(f"{what}; it cannot be read ({why})") from None
+    if not {"student", "status"} <= set(reader.fieldnames or []):
+        raise ValueError(f"{what}; this one has no student and status columns")
+    return lines
 
 
 # -- the summary ------------------------------------------------------------------------------
@@ -162,12 +182,18 @@ def summarize(rows: list[Row], course: Course, *, hints: dict[str, str] | None =
             [r.bonus[name] for r in graded if r.bonus.get(name) is not None],  # type: ignore[misc]
             _points(course, name, rows))}
     for name, entry in exercises.items():
+        entry["not_attempted"] = [r.student for r in graded
+                                  if not _attempted(r, name, entry["track"] == "bonus")]
         entry["errors"] = {r.student: why for r in graded
                            for n, why in (r.results or {}).get("instructor", {})
                            .get("errors", {}).items() if n == name}
     statuses: dict[str, list[str]] = {}
     for row in rows:
         statuses.setdefault(status_key(row.status), []).append(row.student)
+    if roster_issues and roster_issues.get("no_submission"):  # on the roster, no folder
+        from .exports import NO_SUBMISSION
+
+        statuses.setdefault(NO_SUBMISSION, []).extend(roster_issues["no_submission"])
     summary: dict[str, Any] = {
         "class": {"students": len(rows), "graded": len(graded),
                   "points_possible": number(course.total("core")),
@@ -192,12 +218,19 @@ def summarize(rows: list[Row], course: Course, *, hints: dict[str, str] | None =
 
 
 def _attempted(row: Row, exercise: str, bonus: bool) -> bool:
-    return not bonus or row.bonus.get(exercise) is not None
+    """Whether the student started ``exercise``: a bonus one's file is there and not the
+    untouched stub; a core one is not the untouched stub (its results say ``attempted``)."""
+    if bonus:
+        return row.bonus.get(exercise) is not None
+    entry = (row.results or {}).get("extra_data", {}).get("exercises", {}).get(exercise)
+    return not isinstance(entry, dict) or entry.get("attempted") is not False
 
 
 def _checks(graded: list[Row]) -> dict[str, Any]:
     """Per check (results.json test name): how many took it, passed, the rate, who failed.
-    A bonus check counts only the students who attempted its exercise."""
+    A check counts only the students who attempted its exercise: an untouched stub (or a
+    missing bonus file) says nothing of what the check asks, and would fill the lowest pass
+    rates with exercises left undone; a core one still scores 0, in the exercise's scores."""
     checks: dict[str, Any] = {}
     for row in graded:
         for test in (row.results or {}).get("tests", []):
@@ -280,9 +313,10 @@ def markdown(summary: dict[str, Any]) -> str:
         for key, s in summary["statuses"].items()])
     lines += ["", "## Scores per exercise", ""]
     lines += _table(["exercise", "track", "points", "graded", "mean", "median", "full marks",
-                     "not graded"], [
+                     "not attempted", "not graded"], [
         [name, e["track"], e["points_possible"], e["graded"], e.get("mean", "-"),
-         e.get("median", "-"), e.get("full_marks", "-"), len(e["errors"])]
+         e.get("median", "-"), e.get("full_marks", "-"), len(e.get("not_attempted", [])),
+         len(e["errors"])]
         for name, e in summary["exercises"].items()])
     lines += ["", "## Most common misconceptions", ""]
     lines += _table(["misconception", "students", "exercises", "hint"], [
@@ -297,6 +331,11 @@ def markdown(summary: dict[str, Any]) -> str:
         "Every check passed for every student."]
     if "similarity" in summary:
         lines += alike.markdown_lines(summary["similarity"])
+    errors = [(n, s, why) for n, e in summary["exercises"].items()
+              for s, why in e["errors"].items()]
+    if errors:  # as index.html has them
+        lines += ["", "## Exercises that could not be graded", ""]
+        lines += _table(["exercise", "student", "why"], [list(e) for e in errors])
     if summary["not_graded"]:
         lines += ["", "## Not graded", ""]
         lines += _table(["student", "status"], [[s, why] for s, why in

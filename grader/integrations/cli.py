@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from ..core.course import Course, CourseError, load
 from ..core.plural import counted
-from ..sandbox.call_limit import CALL_WALL
-from ..sandbox.isolation import GiB, Limits
+from ..sandbox.call_limit import CALL_WALL, SHRINK_STOPS
+from ..sandbox.isolation import TORCH_CALLS, GiB, Limits
 
 if TYPE_CHECKING:  # imported where used: a command loads only what it needs
     from ..core.course import Course
@@ -318,12 +318,17 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def _limit_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--timeout", type=float, default=60.0,
-                        help="wall seconds per exercise (default 60)")
+    parser.add_argument("--timeout", type=float, default=Limits().timeout,
+                        help="wall seconds the calls of one exercise may take in all, those "
+                             f"stopped at --call-timeout aside (default {Limits().timeout:g}); "
+                             "past it the exercise is not graded")
     parser.add_argument("--call-timeout", type=float, default=Limits().call,
                         help="CPU seconds one call of the student's code may take (default "
-                             f"{Limits().call:g}; {CALL_WALL}x that in wall seconds); past it "
-                             "the check fails and the exercise goes on in a fresh worker")
+                             f"{Limits().call:g}; {TORCH_CALLS:g}x that in a torch exercise, "
+                             f"{CALL_WALL}x that in wall seconds); past it the call is stopped "
+                             "and its check fails, with its input (made smaller by at most "
+                             f"{SHRINK_STOPS} more stopped calls per exercise), and the exercise "
+                             "goes on in a fresh worker")
     parser.add_argument("--memory", type=float, default=4.0,
                         help="GiB a worker may allocate (default 4)")
 
@@ -456,7 +461,8 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--similarity-corpus", metavar="DIR",
                         help="compare every student with the outside solutions in DIR too")
     report.add_argument("--csv", metavar="FILE",
-                        help="the batch's CSV: adds the students without a JSON (not graded)")
+                        help="read the CSV batch --csv wrote: adds its students without a JSON "
+                             "(not graded). report writes no CSV")
     _class_options(report)
     report.set_defaults(func=_report)
 

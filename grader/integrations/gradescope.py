@@ -211,6 +211,10 @@ def visible_summary(result: Any) -> str:
     if later:
         line += (f" {counted(later, 'more point')} {noun(later, 'comes', 'come')} from checks "
                  "shown when grades are published.")
+    skipped = [n for n, e in result.bonus.items() if not e.attempted]
+    if skipped and len(skipped) < len(result.bonus):  # no test listed for these
+        line += (f" Bonus not attempted (no file, or the stub untouched): "
+                 f"{', '.join(skipped)}.")
     return line
 
 

@@ -14,8 +14,10 @@ import shutil
 from pathlib import Path
 
 from ..core.course import KIT_ROOT as ROOT
-from ..core.course import Course, load
+from ..core.course import Course, load, number
 from ..core.plural import counted
+from ..sandbox.call_limit import CALL_WALL, SHRINK_STOPS
+from ..sandbox.isolation import TORCH_CALLS, Limits
 from .stubs import stub_sources
 
 DEFAULT_TARGET = ROOT / "dist" / "handout"
@@ -94,8 +96,8 @@ signature and a docstring with the shapes, dtypes and errors it must raise; repl
 
 The grader runs property checks (generated inputs, compared with PyTorch) and tells you, for a
 failing check, the property that broke and the smallest input that breaks it. Your code runs in
-a separate process per exercise: a crash, an infinite loop (60 s limit) or `sys.exit` costs
-that exercise only, and what your code prints is not part of the report.
+a separate process per exercise: a crash or `sys.exit` costs that exercise only, and what your
+code prints is not part of the report. {limits}
 A function whose result ignores its input (the same for any input, or its input as given)
 earns no points from the checks it passes: uniform weights do sum to 1, and show nothing.
 
@@ -106,13 +108,34 @@ is an `xfail`, and the run ends with the same points as `make grade`.
 
 {bonus}
 Your instructor grades with the same public checks plus a few hidden ones that compare with an
-answer key; the report says how many points those are worth.
+answer key. {hidden}
 
 ## Rules of thumb
 - Keep the function names and signatures; helper functions are fine.
 - `attention.py` may import your `softmax`; while grading, each exercise is given the kit's
   reference versions of the others, so one mistake costs one exercise.
 """
+
+
+def hidden_points(course: Course, track: str) -> float:
+    """The points of a track's hidden checks: what a handout's report cannot count."""
+    return number(sum(points for e in course.exercises(track)
+                      for name, points in course.check_points(e).items()
+                      if next(c for c in e.checks if c.name == name).hidden))
+
+
+def hidden_sentence(course: Course) -> str:
+    """What the handout's totals leave out, in one sentence with the numbers."""
+    total, hidden = course.total(), hidden_points(course, "core")
+    text = (f"`make grade` and `pytest` count the public checks: "
+            f"{number(total - hidden)} of the {counted(total, 'point')}")
+    if course.exercises("bonus"):
+        bonus, bonus_hidden = course.total("bonus"), hidden_points(course, "bonus")
+        text += f" (and {number(bonus - bonus_hidden)} of the bonus track's {number(bonus)})"
+    text += (f"; the hidden checks are worth the other {number(hidden)}"
+             + (f" (and {number(bonus_hidden)})" if course.exercises("bonus") else "")
+             + ", and the report's last line under each total says so.")
+    return text
 
 
 def readme(course: Course) -> str:
@@ -124,7 +147,23 @@ def readme(course: Course) -> str:
         extra = (f"The bonus track ({files}) is optional: it is graded when you fill it in and "
                  f"reported apart from the {counted(course.total(), 'point')}.\n")
     return README.format(count=counted(len(course.names("core")), "file"), core=core,
-                         bonus=extra)
+                         bonus=extra, hidden=hidden_sentence(course),
+                         limits=limits_sentence(course))
+
+
+def limits_sentence(course: Course, limits: Limits = Limits()) -> str:
+    """The limits `make grade` holds your code to, as it enforces them."""
+    torch = [e.filename for e in course.exercises() if e.framework == "torch"]
+    call = f"{limits.call:g} s of CPU time"
+    if torch:
+        call += (f", {number(limits.call * TORCH_CALLS):g} s in "
+                 f"{', '.join(f'`{name}`' for name in torch)}")
+    return (f"One call of your code that runs past its limit ({call}; {CALL_WALL} times that "
+            "in wall seconds for a call that waits) is stopped, as an infinite loop is: its "
+            "check fails and shows the input that did it (made smaller as far as "
+            f"{counted(SHRINK_STOPS, 'more stopped call')} per exercise allow), and the other "
+            f"checks go on. An exercise's other calls have {limits.timeout:g} s in all; past "
+            "them the exercise is not graded.")
 
 
 def build(target: Path = DEFAULT_TARGET, course: Course | None = None) -> Path:

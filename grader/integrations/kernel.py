@@ -28,14 +28,16 @@ from typing import Any
 
 from ..core.course import EXERCISES_BY_NAME, load
 from ..sandbox import reader
-from ..sandbox.isolation import Limits
+from ..sandbox.isolation import TORCH_CALLS, Limits
 
 KEY_ENV = "ATTENTION_KIT_KEY"
 # The grader's limit for one exercise, as `python -m grader grade` uses it, so a slow or looping
 # answer scores the same in both. A test cell grades one exercise; its cell timeout leaves room
-# for the limit, the answer key's worker and the kernel's own overhead.
+# for the limit, the calls stopped at their own limit (which it leaves out), the answer key's
+# worker and the kernel's own overhead.
 EXERCISE_TIMEOUT = Limits().timeout
-CELL_TIMEOUT = int(3 * EXERCISE_TIMEOUT)
+CELL_TIMEOUT = int(3 * EXERCISE_TIMEOUT + max(
+    e.stopped_seconds(Limits()) for e in EXERCISES_BY_NAME().values()))
 # Seconds an answer cell's own top-level code may run in the kernel (definitions take less
 # than one); past it the cell stops with TimeoutError. The file was saved first, so it is
 # graded all the same.
@@ -114,7 +116,9 @@ def _time_limit(seconds: float):
     def stop(signum: int, frame: Any) -> None:
         raise TimeoutError(
             f"the cell ran for more than {seconds:g} s and was stopped; it was saved and will "
-            "be graded all the same"
+            f"be graded all the same, though loading it is one call of the grader's, stopped "
+            f"past {Limits().call:g} s of CPU time ({Limits().call * TORCH_CALLS:g} s in a "
+            "torch exercise), and then the exercise is not graded"
         )
 
     previous = signal.signal(signal.SIGALRM, stop)
@@ -191,15 +195,24 @@ def score(exercise: str, *, hidden: bool = False) -> int:
     graded = result.results[exercise]
     checks = [c for c in graded.checks if c.hidden == hidden]
     points = 0 if graded.error else sum(c.points for c in checks)
-    print(feedback_text(exercise, graded, checks, points))
+    later = result.hidden_points_skipped + result.hidden_bonus_points_skipped  # no key here
+    print(feedback_text(exercise, graded, checks, points, later))
     return points
 
 
-def feedback_text(exercise: str, graded: Any, checks: list[Any], points: float) -> str:
+def feedback_text(exercise: str, graded: Any, checks: list[Any], points: float,
+                  later: float = 0) -> str:
     """What a test cell prints: ``graded`` (an ExerciseResult) on ``checks``, its visible or
-    its hidden ones, worth ``points``. The isolated autograde writes the same text."""
+    its hidden ones, worth ``points``; ``later``: the points of the hidden checks that did not
+    run here (no answer key), said under the total. The isolated autograde writes the same
+    text (it runs them all)."""
+    from ..core.plural import counted, noun
+
     top = sum(c.max_points for c in checks)
     lines = [f"{exercise}: {points} / {top}"]
+    if later:
+        lines.append(f"({counted(later, 'more point')} {noun(later, 'comes', 'come')} from the "
+                     "hidden tests, run when your notebook is graded.)")
     if graded.error:
         return "\n".join(lines + [f"Not graded: {graded.error}"])
     if graded.not_implemented:

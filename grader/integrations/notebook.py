@@ -22,7 +22,7 @@ from typing import Any
 from ..core.course import COURSE_ENV, DEFAULT_COURSE, EXERCISES_BY_NAME, Course, load, number
 from ..core.course import KIT_ROOT as ROOT
 from ..core.exercise import Exercise
-from ..core.plural import counted
+from ..core.plural import counted, noun
 from ..core.reader import read_regular
 from ..sandbox import readers
 from . import inert
@@ -118,8 +118,11 @@ def _introduction(index: int, spec: Exercise, summary: str, course: Course) -> s
     visible, hidden, points = _checks(spec, course)
     topic = summary.split(":", 1)[-1].strip()
     names = ", ".join(f"`{f}`" for f in spec.functions)
+    worth = counted(course.points(spec.name), "point")
+    if hidden:
+        worth += f", {number(sum(points[c.name] for c in hidden))} of them from hidden checks"
     lines = [
-        f"## {index}. `{spec.name}` ({counted(course.points(spec.name), 'point')})",
+        f"## {index}. `{spec.name}` ({worth})",
         "",
         f"{topic[:1].upper()}{topic[1:]} Define {names} in the cell below, keeping the "
         "signatures and the contracts in the docstrings. The test cell after it checks these "
@@ -136,7 +139,7 @@ def _introduction(index: int, spec: Exercise, summary: str, course: Course) -> s
 
 TITLE = """# Multi-head attention, from softmax to a KV cache
 
-{count}, {points}. Each has an answer cell that starts with
+{count}, {points}{hidden}. Each has an answer cell that starts with
 `%%exercise NAME`: write your code there (the first line must stay) and run it. The cell is
 saved as the file `NAME.py` and graded on its own: the other exercises are replaced by the
 kit's reference versions, so one mistake costs one exercise. Run the test cell under it to see
@@ -152,7 +155,7 @@ from grader.integrations.kernel import score"""
 
 BONUS_TITLE = """# Bonus: what modern models run
 
-{count}, {points}, graded apart from the core assignment: sliding-window
+{count}, {points}{hidden}, graded apart from the core assignment: sliding-window
 and padding masks, attention's backward pass by hand, grouped-query attention and decoding
 with a KV cache. Answer cells start with `%%exercise NAME` as in the core notebook; they may
 use the core exercises' names (`MultiHeadAttention`, `kv_cache_mask`, ...), which the grader
@@ -165,8 +168,12 @@ def notebook(solutions: Path = ROOT / "solutions", course: Course | None = None,
     dict."""
     course = course or load()
     exercises = course.exercises(track)
+    hidden = number(sum(_checks(spec, course)[2][c.name] for spec in exercises
+                        for c in _checks(spec, course)[1]))
     title = (TITLE if track == "core" else BONUS_TITLE).format(
-        count=counted(len(exercises), "exercise"), points=counted(course.total(track), "point"))
+        count=counted(len(exercises), "exercise"), points=counted(course.total(track), "point"),
+        hidden=f" ({number(course.total(track) - hidden)} from the test cells you can run, "
+               f"{hidden} from hidden tests run when your notebook is graded)" if hidden else "")
     setup = SETUP
     if course.path is not None and course.path != DEFAULT_COURSE.resolve():
         setup += f"\n%env {COURSE_ENV}={course.path}"  # the kernel grades with this course
@@ -186,7 +193,9 @@ def notebook(solutions: Path = ROOT / "solutions", course: Course | None = None,
         cells.append(_code(
             f"{name}_tests",
             f"# Grades the properties listed above; the number it shows is its points "
-            f"(of {visible_points}).\n"
+            f"(of {visible_points}" + (
+                f"; the other {hidden_points} {noun(hidden_points, 'comes', 'come')} from the "
+                "hidden tests below, run when the notebook is graded" if hidden else "") + ").\n"
             f'score("{name}")',
             _nbgrader(f"{name}_tests", locked=True, points=visible_points), locked=True,
         ))
@@ -218,7 +227,8 @@ grader/integrations/notebook.py, not this file. Put site settings (Exchange.root
 
 c = get_config()  # noqa: F821
 c.CourseDirectory.course_id = "attention-kit"
-# A test cell grades one exercise under the grader's {EXERCISE_TIMEOUT:g} s limit; a cell that
+# A test cell grades one exercise under the grader's {EXERCISE_TIMEOUT:g} s limit, and the calls
+# stopped at their own limit (each fails its check), which that limit leaves out; a cell that
 # still runs past this is interrupted and scores zero, and the notebook goes on.
 c.Execute.timeout = {CELL_TIMEOUT}
 c.Execute.interrupt_on_timeout = True

@@ -199,7 +199,7 @@ class Kit:
             self.failures[name] = str(error)
             return
         self.results[name] = graded.results[name]
-        self.skipped[name] = graded.hidden_points_skipped
+        self.skipped[name] = graded.hidden_points_skipped + graded.hidden_bonus_points_skipped
 
     def summary(self) -> str:
         """The score table of the exercises graded, as ``make grade`` prints it."""
@@ -209,8 +209,11 @@ class Kit:
 
         order = self.course.names()
         results = {n: self.results[n] for n in sorted(self.results, key=order.index)}
+        skipped = {track: number(sum(points for name, points in self.skipped.items()
+                                     if self.course.track(name) == track))
+                   for track in ("core", "bonus")}
         result = SubmissionResult(str(self.folder), results, self.key is not None,
-                                  number(sum(self.skipped.values())))
+                                  skipped["core"], skipped["bonus"])
         return report.summary(result)
 
 

@@ -16,20 +16,25 @@ from . import inert
 
 
 def status(e: ExerciseResult) -> str:
+    if e.not_implemented:  # an untouched stub: said as the student's own checks say it
+        return "not implemented yet"
     if not e.attempted:
         return "not attempted"
     if e.error:
         return inert.one_line(e.error)
-    if e.not_implemented:
-        return "not implemented yet"
     failed = [c for c in e.checks if not c.passed]
     return "all checks pass" if not failed else f"{counted(len(failed), 'check')} failing"
 
 
 def _tests(result: SubmissionResult) -> list[dict[str, Any]]:
+    """Every check as a Gradescope test, except those of a bonus exercise not attempted (its
+    file missing, or its stub untouched): skipping the bonus fails no test. An untouched core
+    stub's checks are listed, each failing: they are the points it costs."""
     tests = []
     for e in result.results.values():
         bonus = e.track == "bonus"
+        if bonus and not e.attempted:
+            continue
         for c in e.checks:
             tests.append({
                 "name": f"{'bonus ' if bonus else ''}{c.exercise}: {c.name}",
@@ -46,13 +51,15 @@ def _tests(result: SubmissionResult) -> list[dict[str, Any]]:
 
 def to_json(result: SubmissionResult, *, include_output: bool = False) -> dict[str, Any]:
     """Gradescope's results.json: score, tests[], extra_data.exercises.<name> (core) and
-    extra_data.bonus.<name>.
+    extra_data.bonus.<name>, each with ``attempted`` (False: its file is missing or its stub
+    untouched).
 
     ``include_output`` adds what the student's code printed (capped) under
     ``instructor.output``: only for files instructors alone read, never for Gradescope.
     """
     exercises = {
-        name: {"score": e.score, "max_score": e.max_score, "misconceptions": list(e.misconceptions)}
+        name: {"score": e.score, "max_score": e.max_score, "misconceptions": list(e.misconceptions),
+               "attempted": e.attempted}
         for name, e in result.exercises.items()
     }
     bonus = {
@@ -135,8 +142,15 @@ def _core_table(result: SubmissionResult) -> list[str]:
 
 
 def _bonus_table(result: SubmissionResult) -> list[str]:
-    return [""] + _table(result.bonus, _width(result), "bonus", "bonus total",
-                         result.bonus_score, result.bonus_max_score)
+    """The bonus track's table, and what the hidden checks add where they did not run."""
+    lines = [""] + _table(result.bonus, _width(result), "bonus", "bonus total",
+                          result.bonus_score, result.bonus_max_score)
+    skipped = result.hidden_bonus_points_skipped
+    if not result.key_present and skipped:
+        lines.append(f"\n({counted(skipped, 'more bonus point')} "
+                     f"{noun(skipped, 'comes', 'come')} from hidden checks your instructor "
+                     "runs.)")
+    return lines
 
 
 def summary(result: SubmissionResult) -> str:

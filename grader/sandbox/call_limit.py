@@ -2,10 +2,11 @@
 of the worker (``/proc/PID/stat``), and wall seconds.
 
 A worker that loops forever in one call would otherwise hold its exercise until the
-exercise's own limit (a minute): the grading process waits for the reply in short steps and,
-between them, reads how much CPU the worker has used since the call began. Nothing the
-worker's code does can change that account; a call that waits without computing (a sleep, a
-child process doing the work) is stopped by the wall limit instead.
+exercise's own limit (a minute), and lose it: the grading process waits for the reply in short
+steps and, between them, reads how much CPU the worker has used since the call began. Nothing
+the worker's code does can change that account; a call that waits without computing (a sleep,
+a child process doing the work) is stopped by the wall limit instead. A stopped call fails its
+check, with its input, and its time is not the exercise's (``Limits.timeout``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,11 @@ import time
 from collections.abc import Callable
 
 CALL_WALL = 5  # a call's wall limit, in multiples of its CPU limit
+# Calls past their own limit an exercise's checks may spend making the input of such a call
+# smaller (``grader.core.exercise.HungCall``), each costing that limit again: Hypothesis's
+# shrink of one input may take hundreds of steps, and thirty that still looped (2 s each) took
+# a loop on logits below -5 only from 4 entries down to 2.
+SHRINK_STOPS = 3
 STEP = 0.1  # seconds between two reads of the worker's CPU time
 _TICK = os.sysconf("SC_CLK_TCK")
 

@@ -115,7 +115,8 @@ def kept_entries(site: str, packages: tuple[str, ...]) -> list[str]:
 @dataclass(frozen=True)
 class Limits:
     # Wall seconds the worker may take over one exercise, loading included; only time spent
-    # waiting for the worker counts, not the grader's own work between requests.
+    # waiting for the worker counts, not the grader's own work between requests, nor a call
+    # stopped at its own limit (``call``: its check fails, with its input).
     timeout: float = 60.0
     # CPU seconds one call may take (loading the file is a call): a call past it ends at once,
     # the check it belongs to fails, and the exercise goes on in a fresh worker. A torch

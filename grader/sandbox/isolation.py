@@ -138,7 +138,10 @@ class WorkerLost(BaseException):
 
 class CallTimedOut(WorkerLost):
     """One call ran past its own limit (``Limits.call``): the worker was stopped, and the
-    check the call belongs to fails; the exercise goes on in a fresh worker."""
+    check the call belongs to fails; the exercise goes on in a fresh worker. Its time is not
+    the exercise's (``Limits.timeout``): each check meets its own stopped call."""
+
+    again = False  # the same question was stopped before: stopped again unasked (``Student``)
 
 
 # -- one worker --------------------------------------------------------------------------------
@@ -266,6 +269,7 @@ class Sandbox:
     def _exchange(self, op: str, kwargs: dict[str, Any]) -> Any:
         start = time.monotonic()
         remaining = self.limits.timeout - self.used
+        stopped = False  # at the call's own limit: its time is not the exercise's
         self._sequence += 1
         cpu = self._cpu() if self.limits.call else None
         try:
@@ -282,6 +286,9 @@ class Sandbox:
                 frame = protocol.recv_frame(self._sock, start + remaining, within)
                 reply = protocol.decode(frame)
             extra = self._pending()
+        except CallTimedOut:
+            stopped = True
+            raise
         except TimeoutError:
             self.used = self.limits.timeout
             self.kill()
@@ -295,7 +302,8 @@ class Sandbox:
             self.kill()
             raise WorkerLost(MALFORMED) from None
         finally:
-            self.used += time.monotonic() - start
+            if not stopped:
+                self.used += time.monotonic() - start
         if extra or not isinstance(reply, dict) or reply.get("id") != self._sequence:
             self.kill()
             raise WorkerLost(MALFORMED)
