@@ -3,7 +3,7 @@
 Each misconception is declared by an exercise module (``EX.misconception``) and probed by one or
 more (``EX.probe``). A probe sends a fixed input through the same ``Student`` proxy the checks
 use and compares the answer with a *mistaken version*: a few lines of torch that make exactly
-that mistake (``EX.probe(mistaken=...)``). Every
+that mistake (``EX.probe(mistaken=...)``, for every function and operation it touches). Every
 probe input is chosen so that the correct answer and the mistaken one are far apart
 (``tests/test_diagnose.py`` keeps it so), which is why a correct submission is never named.
 The source text is never read. A probe the submission cannot answer (it raises, returns a
@@ -169,8 +169,10 @@ def hint_checks(checks: list[Any], found: list[str], *, exercise: Exercise, hint
                 evidence: dict[str, list[tuple]] | None = None,
                 probed: dict[str, tuple] | None = None) -> None:
     """A failing check of ``checks`` (``engine.CheckResult``) gets the hint of each mistake in
-    ``found`` that explains its failure (``Exercise.probe``) and that its own shown example
-    exhibits (``earned``; ``evidence``: check -> the calls of its example), and no other.
+    ``found`` that its own shown example exhibits (``earned``; ``evidence``: check -> the
+    calls of its example) and, for a visible check, that the probe says explains its failure
+    (``Exercise.probe``), and no other: an exception, another shape or another value under it
+    says nothing of the mistake, nor does an example that made no call the mistake answers.
     Where that example is too small to show the mistake, a check the probe names gets the hint
     with the probe's own input (``probed``) beside it."""
     for c in checks:
@@ -182,7 +184,7 @@ def hint_checks(checks: list[Any], found: list[str], *, exercise: Exercise, hint
                 continue
             shown = earned(exercise, m, (evidence or {}).get(c.name, []))
             named = c.name in exercise.explained.get(m, ())
-            if shown in (None, SHOWS):
+            if shown == SHOWS:
                 lines.append(feedback_line(m))
             elif shown == CANNOT_SHOW and named and m in (probed or {}):
                 lines += [feedback_line(m), probe_input_line(exercise, (probed or {})[m])]

@@ -307,7 +307,7 @@ class Exercise:
         return self.misconceptions[id]
 
     def probe(self, misconception_id: str, *, explains: tuple[str, ...],
-              mistaken: dict[str, Callable[..., list[Any]]] | None = None):
+              mistaken: dict[str, Callable[..., list[Any]]]):
         """Register a probe: a function of the student proxy, True when the submission makes
         exactly that mistake on the probe's fixed input.
 
@@ -326,12 +326,14 @@ class Exercise:
         """
         if not explains:
             raise ValueError(f"{self.name}: the probe for {misconception_id} explains no check")
+        if not mistaken:
+            raise ValueError(f"{self.name}: the probe for {misconception_id} has no mistaken "
+                             "version (mistaken=): no check could earn its hint")
 
         def decorate(func: Callable[[Any], bool]) -> Callable[[Any], bool]:
             self.probes.append((misconception_id, func))
             self.explained[misconception_id] = tuple(explains)
-            if mistaken:
-                self.mistaken[misconception_id] = dict(mistaken)
+            self.mistaken[misconception_id] = dict(mistaken)
             return func
 
         return decorate

@@ -11,6 +11,7 @@ between calls, on an mmap buffer), and nothing in the worker can report a smalle
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import numpy as np
@@ -22,7 +23,7 @@ from hypothesis.extra import numpy as hnp
 
 from ..core import replay
 from ..core.assertions import CheckFailed, assert_close, assert_shape, expect_value_error
-from ..core.diagnose import grid, mistaken
+from ..core.diagnose import grid, mistaken, operated
 from ..core.exercise import Exercise, positive_int
 from ..core.strategies import (
     FLOAT_DTYPES,
@@ -342,28 +343,51 @@ EX.misconception(
 )
 
 
-def without_rescale(q, k, v, block_size, forgets: str) -> np.ndarray:
+FORGETS = ("both", "output", "sum")
+
+
+def without_rescale(q, k, v, mask=None, block_size=64, *, forgets: str = "both") -> np.ndarray:
     """The online softmax that forgets to rescale its running ``"sum"``, its running
     ``"output"`` or ``"both"`` when the max grows, in torch (the handout ships it: copied into
-    the NumPy exercise it breaks the rule, and it cannot be made right by a flag)."""
-    if forgets not in ("sum", "output", "both"):
+    the NumPy exercise it breaks the rule, and it cannot be made right by a flag). It refuses
+    what the reference refuses, and a block all blocked for a query adds nothing to it."""
+    if forgets not in FORGETS:
         raise ValueError("a mistaken version needs a mistake")
+    flash_attention(q, k, v, mask, block_size)
     tq, tk, tv = (torch.from_numpy(np.asarray(a, dtype=np.float64)) for a in (q, k, v))
-    scores = tq @ tk.T / tq.shape[-1] ** 0.5
-    row_max = torch.full((tq.shape[0], 1), -torch.inf, dtype=torch.float64)
-    row_sum = torch.zeros((tq.shape[0], 1), dtype=torch.float64)
-    acc = torch.zeros((tq.shape[0], tv.shape[1]), dtype=torch.float64)
-    for start in range(0, tk.shape[0], block_size):
-        block = scores[:, start:start + block_size]
+    blocked = torch.zeros(1, 1, dtype=torch.bool) if mask is None else torch.from_numpy(
+        np.asarray(mask))
+    batch = torch.broadcast_shapes(tq.shape[:-2], tk.shape[:-2], tv.shape[:-2],
+                                   blocked.shape[:-2])
+    tq, tk, tv = (t.expand(*batch, *t.shape[-2:]) for t in (tq, tk, tv))
+    scores = (tq @ tk.transpose(-2, -1) / tq.shape[-1] ** 0.5).masked_fill(
+        blocked.expand(*batch, tq.shape[-2], tk.shape[-2]), -torch.inf)
+    row_max = torch.full((*batch, tq.shape[-2], 1), -torch.inf, dtype=torch.float64)
+    row_sum = torch.zeros((*batch, tq.shape[-2], 1), dtype=torch.float64)
+    acc = torch.zeros((*batch, tq.shape[-2], tv.shape[-1]), dtype=torch.float64)
+    for start in range(0, tk.shape[-2], block_size):
+        block = scores[..., start:start + block_size]
         new_max = torch.maximum(row_max, block.amax(dim=-1, keepdim=True))
-        weights = (block - new_max).exp()
-        kept = (row_max - new_max).exp()
+        shift = torch.where(new_max.isneginf(), 0.0, new_max)
+        weights = (block - shift).exp()
+        kept = (row_max - shift).exp()
         row_sum = row_sum * (1.0 if forgets in ("sum", "both") else kept) + weights.sum(
             -1, keepdim=True)
         acc = acc * (1.0 if forgets in ("output", "both") else kept) + (
-            weights @ tv[start:start + block_size])
+            weights @ tv[..., start:start + block_size, :])
         row_max = new_max
     return (acc / row_sum).numpy()
+
+
+def no_rescale(q, k, v, mask=None, block_size=64):
+    """The mistaken version of flash_attention: each way of forgetting the rescale."""
+    return [without_rescale(q, k, v, mask, block_size, forgets=f) for f in FORGETS]
+
+
+def no_rescale_peak(q, k, v, causal, block_size):
+    """The mistaken version of flash_peak: its reply for each way of forgetting the rescale."""
+    return [operated(EX, "flash_peak", flash_attention=functools.partial(
+        without_rescale, forgets=f))(q, k, v, causal, block_size) for f in FORGETS]
 
 
 # Scores grow with the key's index for every query, so the max grows at every block of 2.
@@ -376,9 +400,10 @@ PROBE_V = 2.0 * grid(6, 2)
           explains=("test_matches_torch_sdpa_for_every_block_size",
                     "test_output_does_not_depend_on_block_size",
                     "test_peak_memory_far_below_one_score_matrix",
-                    "test_fully_blocked_first_block_gives_no_nan"))
+                    "test_fully_blocked_first_block_gives_no_nan"),
+          mistaken={"flash_attention": no_rescale, "flash_peak": no_rescale_peak})
 def probe_no_rescale(student) -> bool:
     got = student.flash_attention(PROBE_Q, PROBE_K, PROBE_V, block_size=2)
     correct = flash_attention(PROBE_Q, PROBE_K, PROBE_V)
-    return any(mistaken(got, correct, without_rescale(PROBE_Q, PROBE_K, PROBE_V, 2, forgets))
-               for forgets in ("both", "output", "sum"))
+    return any(mistaken(got, correct, wrong)
+               for wrong in no_rescale(PROBE_Q, PROBE_K, PROBE_V, block_size=2))
