@@ -120,12 +120,15 @@ def earned(exercise: Exercise, misconception_id: str, calls: list[tuple]) -> str
         if isinstance(reply, StudentError):
             verdict = DOES_NOT_SHOW
             continue
-        parts = [_part(correct, c) for c in candidates]
-        if any(_same(reply, c) and (part is None or not _same(reply, part))
-               for c, part in zip(candidates, parts)):
-            return SHOWS
-        if correct is None or not _shaped(reply, correct) or not all(
-                part is not None and _same(c, part) for c, part in zip(candidates, parts)):
+        try:
+            parts = [_part(correct, c) for c in candidates]
+            if any(_same(reply, c) and (part is None or not _same(reply, part))
+                   for c, part in zip(candidates, parts)):
+                return SHOWS
+            if correct is None or not _shaped(reply, correct) or not all(
+                    part is not None and _same(c, part) for c, part in zip(candidates, parts)):
+                verdict = DOES_NOT_SHOW
+        except Exception:  # a reply no comparison can read (nested past any limit): not this
             verdict = DOES_NOT_SHOW
     return verdict
 
