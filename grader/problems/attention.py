@@ -400,8 +400,8 @@ def globally_shifted(q, k, v, mask=None):
     scaled_dot_product_attention(q, k, v, mask)
     tq, tk, tv = (torch.from_numpy(np.asarray(a, dtype=np.float64)) for a in (q, k, v))
     scores = tq @ tk.transpose(-2, -1) / tq.shape[-1] ** 0.5
-    if mask is not None:
-        scores = scores.masked_fill(torch.from_numpy(np.asarray(mask)), float("-inf"))
+    scores = scores if mask is None else scores.masked_fill(
+        torch.from_numpy(np.asarray(mask)), float("-inf"))
     answers = []
     for top in (scores.max(), scores.amax(dim=(-2, -1), keepdim=True)):
         e = (scores - top).exp()

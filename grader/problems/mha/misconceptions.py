@@ -79,7 +79,7 @@ def mistaken_module(*, scale_width=None, split="ok", merge="ok", average=False,
             super().__init__()
             if n_head < 1 or d_model % n_head != 0:
                 raise ValueError(f"n_head={n_head} does not divide d_model={d_model}")
-            self.n_head = n_head
+            self.n_head = int(n_head)
             width = n_head * d_model if full_width else d_model
             self.wq, self.wk, self.wv = (nn.Linear(d_model, width, bias=bias and name not in lacks)
                                          for name in PROJECTIONS[:3])
