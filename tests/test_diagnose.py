@@ -105,7 +105,7 @@ def test_matches_requires_same_shape_and_nan_positions():
 @pytest.mark.parametrize("exercise", sorted(EXERCISES))
 def test_every_probe_explains_visible_checks_of_its_own_exercise(exercise):
     """``explains`` names checks that exist; hidden ones never (their names stay out of the
-    handout, and a hidden check carries every hint of its exercise anyway)."""
+    handout, and a hidden check carries a hint its example earns whatever the list says)."""
     spec = EXERCISES[exercise]
     visible = {c.name for c in spec.checks if not c.hidden}
     assert set(spec.explained) == {m for m, _ in spec.probes}
@@ -113,10 +113,14 @@ def test_every_probe_explains_visible_checks_of_its_own_exercise(exercise):
         assert names and set(names) <= visible, misconception
 
 
-def test_a_probe_must_explain_some_check():
+def test_a_probe_must_explain_some_check_and_give_its_mistaken_version():
+    """Without a mistaken version no example could earn the hint (on 4e1a685 a probe without
+    one put its hint under every failing check it listed, whatever the check's example)."""
     from grader.core.exercise import Exercise
 
     spec = Exercise("x", functions=("f",), framework="numpy", track="core", points=1, order=1,
                     title="x")
     with pytest.raises(ValueError, match="explains no check"):
-        spec.probe("some-mistake", explains=())
+        spec.probe("some-mistake", explains=(), mistaken={"f": lambda: []})
+    with pytest.raises(ValueError, match="has no mistaken version"):
+        spec.probe("some-mistake", explains=("test_f",), mistaken={})

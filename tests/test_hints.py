@@ -5,13 +5,21 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from submission_tools import make_submission
+from submission_tools import EXERCISES, make_submission
 from zoo.catalog import KEY
 
-from grader.core.diagnose import feedback_line
-from grader.core.engine import _inputs, grade_submission
+from grader.core.diagnose import (
+    DOES_NOT_SHOW,
+    SHOWS,
+    answering,
+    earned,
+    feedback_line,
+    hint_checks,
+)
+from grader.core.engine import CheckResult, _inputs, grade_submission
 from grader.core.exercise import Context
 from grader.problems.masks import Padding, Window
+from grader.sandbox.isolation import StudentError
 
 
 def test_every_input_carries_its_own_name():
@@ -129,3 +137,157 @@ def test_an_exception_carries_no_hint_of_a_mistake_found_elsewhere(tmp_path):
     assert hint not in huge
     assert hint in checks["test_stable_for_slices_of_different_magnitude"].feedback
     assert hint not in checks["test_softmax_matches_answer_key"].feedback
+
+
+# -- every probe's mistaken version: what earns its hint ----------------------------------------
+class Answering:
+    """A stand-in student, answered here: each function and operation of ``exercise`` by
+    ``answer(name)`` (a callable), its calls noted as the proxy notes them (an operation's
+    arguments by name; a raise as the StudentError the proxy raises)."""
+
+    def __init__(self, exercise, answer):
+        self._exercise, self._answer, self.calls = exercise, answer, []
+
+    def __getattr__(self, name):
+        operation = self._exercise.operations.get(name)
+        if name not in self._exercise.functions and operation is None:
+            raise AttributeError(name)
+
+        def call(*args, **kwargs):
+            if operation is not None:
+                params = operation.__code__.co_varnames[1:operation.__code__.co_argcount]
+                kwargs, args = {**kwargs, **dict(zip(params, args))}, ()
+            try:
+                reply = self._answer(name)(*args, **kwargs)
+            except Exception as error:
+                raised = StudentError({"type": type(error).__name__, "message": str(error),
+                                       "value_error": isinstance(error, ValueError)})
+                self.calls.append((name, args, kwargs, raised))
+                raise raised from None
+            self.calls.append((name, args, kwargs, reply))
+            return reply
+
+        return call
+
+
+PROBES = [(exercise, m, probe) for exercise in EXERCISES.values() for m, probe in exercise.probes]
+
+
+def as_mistaken(exercise, misconception, which):
+    """A student making the mistake: each call the mistaken version answers gets its answer
+    number ``which`` (the last where it has fewer), every other call the reference's."""
+    versions = exercise.mistaken[misconception]
+
+    def answer(name):
+        if name not in versions:
+            return answering(exercise, name)
+        return lambda *args, **kwargs: (lambda found: found[min(which, len(found) - 1)])(
+            versions[name](*args, **kwargs))
+
+    return Answering(exercise, answer)
+
+
+@pytest.mark.parametrize("exercise, misconception, probe", PROBES,
+                         ids=[f"{e.name}:{m}" for e, m, _ in PROBES])
+def test_each_probe_names_its_own_mistaken_version_and_earns_its_hint_on_it(
+        exercise, misconception, probe):
+    """The mistaken version (``mistaken=``) is the mistake the probe names: a student who
+    answers with any of its answers is named, one who answers as the reference is not. On
+    the probe's own calls the mistaken answers earn the hint, an exception does not (a shape
+    error, an in-place operation autograd refuses), and a check whose example called nothing
+    the mistaken version answers gets no hint (on 4e1a685 every exercise but attention,
+    softmax and rope printed it on any failing check the probe listed)."""
+    assert exercise.mistaken[misconception], "every probe has a mistaken version"
+    reference = Answering(exercise, lambda name: answering(exercise, name))
+    try:
+        assert probe(reference) is False
+    except StudentError:  # the reference refuses a row with no allowed key
+        assert "fully-masked" in misconception
+    widest = 1
+    for which in range(16):
+        student = as_mistaken(exercise, misconception, which)
+        assert probe(student) is True, which
+        shown = [c for c in student.calls if c[0] in exercise.mistaken[misconception]]
+        assert earned(exercise, misconception, student.calls) == SHOWS
+        widest = max([widest] + [len(exercise.mistaken[misconception][c[0]](*c[1], **c[2]))
+                                 for c in shown])
+        if which + 1 >= widest:
+            break
+    raised = StudentError({"type": "RuntimeError", "message": "modified by an inplace operation"})
+    calls = [(name, args, kwargs, raised) for name, args, kwargs, _ in student.calls]
+    assert earned(exercise, misconception, calls) == DOES_NOT_SHOW
+    check = exercise.explained[misconception][0]
+    results = {evidence: CheckResult(exercise.name, check, "p", 0, 1, False, False, "Failed: no.")
+               for evidence in ("mistaken", "raised", "none")}
+    for evidence, result in results.items():
+        hint_checks([result], [misconception], exercise=exercise, evidence={
+            check: {"mistaken": student.calls, "raised": calls, "none": []}[evidence]})
+    hint = feedback_line(misconception)
+    assert hint in results["mistaken"].feedback
+    assert results["raised"].feedback == results["none"].feedback == "Failed: no."
+
+
+# -- mha: hints earned by the module's own answers ------------------------------------------------
+MHA = (KEY / "mha.py").read_text()
+
+
+def mha_with(*changes: tuple[str, str]) -> str:
+    text = MHA
+    for old, new in changes:
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    return text
+
+
+BIASES_UNUSED = (
+    ("q, k, v = split(self.wq(x)), split(self.wk(x)), split(self.wv(x))",
+     "q, k, v = (split(x @ layer.weight.T) for layer in (self.wq, self.wk, self.wv))"),
+    ("return self.wo(y), weights", "return y @ self.wo.weight.T, weights"))
+IN_PLACE_SOFTMAX = ("        weights = torch.softmax(scores, dim=-1)\n",
+                    "        weights = scores.sub_(scores.amax(dim=-1, keepdim=True)).exp_()\n"
+                    "        weights = weights / weights.sum(dim=-1, keepdim=True)\n")
+FILL = 'scores = scores.masked_fill(mask, float("-inf"))'
+
+
+def test_an_autograd_error_under_bias_false_carries_no_bias_hint(tmp_path):
+    """Biases never added, and a softmax computed in place (its backward fails): on 4e1a685
+    the gradient check's example, bias=False, read 'your code raised RuntimeError: one of the
+    variables needed for gradient computation has been modified by an inplace operation' and
+    'Likely mistake (bias-unused)' under it. The example where y misses the biases keeps it."""
+    result, checks = grade(tmp_path, "mha", {"mha.py": mha_with(*BIASES_UNUSED,
+                                                                 IN_PLACE_SOFTMAX)})
+    assert result.misconceptions == ["bias-unused"]
+    hint = feedback_line("bias-unused")
+    gradients = checks["test_gradients_match_torch"].feedback
+    assert "modified by an inplace operation" in gradients and "bias False" in gradients
+    assert hint not in gradients
+    matches = checks["test_matches_torch_multihead_attention"].feedback
+    assert "bias True" in matches and hint in matches
+
+
+MHA_SCORES = "scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_head)  # (B, H, T, T)"
+
+
+@pytest.mark.parametrize("changes, shown", [
+    # a (B, H, T, T) mask given one more axis: 5-D weights
+    ([(FILL, "if mask.dim() == 4:\n                mask = mask.unsqueeze(1)\n"
+             "            scores = torch.where(mask, -1e9, scores)")],
+     "the forward pass: weights: got shape (1, 1, 1, 1, 1), expected shape (1, 1, 1, 1)"),
+    # the scores in float32: float64 answers right to float32 precision only
+    ([(FILL, "scores = scores.masked_fill(mask, -1e9)"),
+      (MHA_SCORES, "scores = (q.float() @ k.float().transpose(-2, -1) / "
+                   "math.sqrt(self.d_head)).to(q.dtype)")],
+     "It agrees to float32 precision"),
+], ids=["5-D weights", "float32 precision"])
+def test_a_hidden_mha_comparison_carries_no_hint_its_example_does_not_show(
+        tmp_path, changes, shown):
+    """A fully masked row filled with -1e9 (fully-masked-row) and another mistake: on
+    4e1a685 the hidden comparison, failing on a 5-D shape, or to float32 precision (with
+    `mask None` under one course secret, a mask with no fully blocked row under the empty
+    one), read 'Likely mistake (fully-masked-row)' under it."""
+    result, checks = grade(tmp_path, "mha", {"mha.py": mha_with(*changes)})
+    assert result.misconceptions == ["fully-masked-row"]
+    hint = feedback_line("fully-masked-row")
+    hidden = checks["test_mha_matches_answer_key"]
+    assert not hidden.passed and shown in hidden.feedback and hint not in hidden.feedback
+    assert hint in checks["test_rejects_fully_masked_query"].feedback

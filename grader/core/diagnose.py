@@ -2,19 +2,25 @@
 
 Each misconception is declared by an exercise module (``EX.misconception``) and probed by one or
 more (``EX.probe``). A probe sends a fixed input through the same ``Student`` proxy the checks
-use and compares the answer with a *mistaken version*: a few lines of NumPy that make exactly
-that mistake. Every probe input is chosen so that the correct answer and the mistaken one are
-far apart (``tests/test_diagnose.py`` keeps it so), which is why a correct submission is never
-named. The source text is never read. A probe the submission cannot answer (it raises, returns
-a wrong shape, is a stub) names nothing; a worker that dies ends the probing.
+use and compares the answer with a *mistaken version*: a few lines of torch that make exactly
+that mistake (``EX.probe(mistaken=...)``, for every function and operation it touches). Every
+probe input is chosen so that the correct answer and the mistaken one are far apart
+(``tests/test_diagnose.py`` keeps it so), which is why a correct submission is never named.
+The source text is never read. A probe the submission cannot answer (it raises, returns a
+wrong shape, is a stub) names nothing; a worker that dies ends the probing.
 
-This module holds what probes share: the comparison and the mistaken versions that several
+A mistake found is hinted under a failing check only where the check's own shown example
+exhibits it (``earned``): the student's answer on one of its calls is the mistaken version's
+and not the reference's.
+
+This module holds what probes share: the comparisons and the mistaken versions that several
 exercises reuse.
 """
 
 from __future__ import annotations
 
 import inspect
+import types
 from functools import cache
 from typing import Any
 
@@ -54,7 +60,8 @@ def feedback_line(misconception_id: str) -> str:
 def diagnose(exercise: Exercise, student: Any,
              inputs: dict[str, tuple] | None = None) -> list[str]:
     """The ids of the misconceptions ``student``'s behaviour shows, sorted. ``inputs`` gets,
-    for each one found that has a mistaken version, the probe's call that showed it."""
+    for each one found, the first of the probe's calls on which the answer was the mistaken
+    version's and not the reference's (``earned``)."""
     found: set[str] = set()
     listening = getattr(student, "__dict__", {}).get("_calls")
     for misconception_id, probe in exercise.probes:
@@ -64,7 +71,7 @@ def diagnose(exercise: Exercise, student: Any,
         try:
             if probe(student):
                 found.add(misconception_id)
-                shown = [c for c in calls if c[0] in exercise.mistaken.get(misconception_id, {})]
+                shown = [c for c in calls if earned(exercise, misconception_id, [c]) == SHOWS]
                 if inputs is not None and shown:
                     inputs[misconception_id] = shown[0]
         except (StudentError, NotImplementedYet):
@@ -90,8 +97,8 @@ def earned(exercise: Exercise, misconception_id: str, calls: list[tuple]) -> str
     on every call the mistake gives the reference's own answer: the example is too small to
     tell) or DOES_NOT_SHOW (the failure is something else: an exception, another shape,
     another value). A mistaken version that raises where the reference answers shows the
-    mistake in a call that raised the same exception. None: the mistake has no mistaken
-    version for these calls."""
+    mistake in a call that raised the same exception. None: the example made no call the
+    mistaken version answers (it cannot exhibit the mistake either)."""
     versions = exercise.mistaken.get(misconception_id, {})
     covered = [c for c in calls if c[0] in versions]
     if not covered:
@@ -99,7 +106,7 @@ def earned(exercise: Exercise, misconception_id: str, calls: list[tuple]) -> str
     verdict = CANNOT_SHOW
     for name, args, kwargs, reply in covered:
         try:
-            correct: Any = exercise.references[name](*args, **kwargs)
+            correct: Any = answering(exercise, name)(*args, **kwargs)
         except Exception:  # the reference refuses these arguments (the contract's error)
             correct = None
         try:
@@ -113,13 +120,42 @@ def earned(exercise: Exercise, misconception_id: str, calls: list[tuple]) -> str
         if isinstance(reply, StudentError):
             verdict = DOES_NOT_SHOW
             continue
-        if any(_same(reply, c) for c in candidates) and (
-                correct is None or not _same(reply, correct)):
-            return SHOWS
-        if correct is None or not all(_same(c, correct) for c in candidates) or not _shaped(
-                reply, correct):
+        try:
+            parts = [_part(correct, c) for c in candidates]
+            if any(_same(reply, c) and (part is None or not _same(reply, part))
+                   for c, part in zip(candidates, parts)):
+                return SHOWS
+            if correct is None or not _shaped(reply, correct) or not all(
+                    part is not None and _same(c, part) for c, part in zip(candidates, parts)):
+                verdict = DOES_NOT_SHOW
+        except Exception:  # a reply no comparison can read (nested past any limit): not this
             verdict = DOES_NOT_SHOW
     return verdict
+
+
+def answering(exercise: Exercise, name: str) -> Any:
+    """What answers ``name`` (a function or an operation of ``exercise``) rightly, here: its
+    reference, the reference its informative inputs name, or the operation run on the
+    references as the worker runs it on the student's module."""
+    if name in exercise.references:
+        return exercise.references[name]
+    for informative in exercise.informative:
+        if informative.call == name:
+            return informative.reference
+    return exercise._answers(name)
+
+
+def operated(exercise: Exercise, operation: str, **objects: Any) -> Any:
+    """Operation ``operation`` of ``exercise`` run as the answer key's is, on its references
+    with ``objects`` (name -> a mistaken function or module class) in their place: the
+    mistaken version of the operation, for ``EX.probe(mistaken=...)``."""
+    function = exercise.operations[operation]
+
+    def version(*args: Any, **kwargs: Any) -> Any:
+        module = types.SimpleNamespace(**{**exercise.references, **objects})
+        return function(module, *args, **kwargs)
+
+    return version
 
 
 def note_misconceptions(result: Any, found: list[str], *, exercise: Exercise,
@@ -136,8 +172,10 @@ def hint_checks(checks: list[Any], found: list[str], *, exercise: Exercise, hint
                 evidence: dict[str, list[tuple]] | None = None,
                 probed: dict[str, tuple] | None = None) -> None:
     """A failing check of ``checks`` (``engine.CheckResult``) gets the hint of each mistake in
-    ``found`` that explains its failure (``Exercise.probe``) and that its own shown example
-    exhibits (``earned``; ``evidence``: check -> the calls of its example), and no other.
+    ``found`` that its own shown example exhibits (``earned``; ``evidence``: check -> the
+    calls of its example) and, for a visible check, that the probe says explains its failure
+    (``Exercise.probe``), and no other: an exception, another shape or another value under it
+    says nothing of the mistake, nor does an example that made no call the mistake answers.
     Where that example is too small to show the mistake, a check the probe names gets the hint
     with the probe's own input (``probed``) beside it."""
     for c in checks:
@@ -149,7 +187,7 @@ def hint_checks(checks: list[Any], found: list[str], *, exercise: Exercise, hint
                 continue
             shown = earned(exercise, m, (evidence or {}).get(c.name, []))
             named = c.name in exercise.explained.get(m, ())
-            if shown in (None, SHOWS):
+            if shown == SHOWS:
                 lines.append(feedback_line(m))
             elif shown == CANNOT_SHOW and named and m in (probed or {}):
                 lines += [feedback_line(m), probe_input_line(exercise, (probed or {})[m])]
@@ -158,10 +196,17 @@ def hint_checks(checks: list[Any], found: list[str], *, exercise: Exercise, hint
 
 
 def _same(got: Any, answer: Any) -> bool:
-    """``matches``, element by element for a tuple of arrays (output and weights)."""
+    """``matches``, element by element for a tuple of arrays (output and weights), key by key
+    for a dict (an operation's reply: the keys ``answer`` has), and equal for a string or
+    None (what a module lacks, a gradient that never came)."""
+    if isinstance(answer, dict):
+        return isinstance(got, dict) and all(
+            key in got and _same(got[key], value) for key, value in answer.items())
     if isinstance(answer, (tuple, list)):
         return (isinstance(got, (tuple, list)) and len(got) == len(answer)
                 and all(_same(g, a) for g, a in zip(got, answer)))
+    if answer is None or isinstance(answer, str):
+        return type(got) is type(answer) and got == answer
     try:
         return matches(got, answer)
     except (ValueError, TypeError):
@@ -170,30 +215,61 @@ def _same(got: Any, answer: Any) -> bool:
 
 def _shaped(got: Any, answer: Any) -> bool:
     """The same structure and shapes: a value the mistake could have given."""
+    if isinstance(answer, dict):
+        return isinstance(got, dict) and all(
+            key in got and _shaped(got[key], value) for key, value in answer.items())
     if isinstance(answer, (tuple, list)):
         return (isinstance(got, (tuple, list)) and len(got) == len(answer)
                 and all(_shaped(g, a) for g, a in zip(got, answer)))
+    if answer is None or isinstance(answer, str):
+        return type(got) is type(answer)
     try:
         return np.shape(got) == np.shape(answer)
     except (ValueError, TypeError):
         return False
 
 
+def _part(correct: Any, candidate: Any) -> Any:
+    """The part of the reference's answer that ``candidate`` (a mistaken one) decides: for a
+    dict, its keys; None where the reference answers nothing there (it refused the call, or
+    lacks a key the mistake gives: the two differ)."""
+    if correct is None or not isinstance(candidate, dict):
+        return correct
+    if not isinstance(correct, dict) or set(candidate) - set(correct):
+        return None
+    return {key: correct[key] for key in candidate}
+
+
 def probe_input_line(exercise: Exercise, call: tuple) -> str:
-    """The probe's own call, each argument under its parameter's name."""
+    """The probe's own call, each argument under its parameter's name (an operation's left out
+    where it has its default)."""
     from .assertions import fmt
 
     name, args, kwargs, _ = call
     try:
-        bound = inspect.signature(exercise.references[name]).bind(*args, **kwargs).arguments
+        if name in exercise.references:
+            signature = inspect.signature(exercise.references[name])
+        else:  # an operation: its parameters after the module
+            signature = inspect.signature(exercise.operations[name])
+            signature = signature.replace(parameters=list(signature.parameters.values())[1:])
+        bound = signature.bind(*args, **kwargs).arguments
+        bound = {k: v for k, v in bound.items() if name in exercise.references
+                 or not _is_default(v, signature.parameters[k].default)}
     except (KeyError, TypeError, ValueError):
         bound = {**{f"argument {i}": a for i, a in enumerate(args)}, **kwargs}
     shown = ", ".join(f"{k} {fmt(v)}" for k, v in bound.items())
     return f"The mistake shows on the probe's input ({name}): {shown}"
 
 
+def _is_default(value: Any, default: Any) -> bool:
+    return value is default or (isinstance(default, (str, bool, int, float))
+                                and type(value) is type(default) and value == default)
+
+
 # -- comparing an answer with the mistaken version --------------------------------------------
-RTOL, ATOL = 1e-5, 1e-8  # loose enough for float32 work, far tighter than any probe's gap
+RTOL, ATOL = 1e-5, 1e-8  # loose enough for float64 work, far tighter than any probe's gap
+# A float32 answer (a check's float32 example) is compared as the checks compare float32.
+RTOL32, ATOL32 = 1e-4, 1e-5
 
 
 def matches(got: Any, mistaken: Any) -> bool:
@@ -203,7 +279,8 @@ def matches(got: Any, mistaken: Any) -> bool:
         return False
     if mistaken.dtype == np.bool_:
         return bool(np.array_equal(got, mistaken))
-    return bool(np.allclose(got.astype(np.float64), mistaken, rtol=RTOL, atol=ATOL,
+    rtol, atol = (RTOL32, ATOL32) if np.float32 in (got.dtype, mistaken.dtype) else (RTOL, ATOL)
+    return bool(np.allclose(got.astype(np.float64), mistaken, rtol=rtol, atol=atol,
                             equal_nan=True))
 
 
@@ -233,14 +310,25 @@ def attention_with(q, k, v, mask=None, *, when="before", polarity=True, fill=-np
                    additive=None, scale=None):
     """Attention with one mistake switched on: the mask after the softmax, an inverted mask,
     another fill value, a mask added to the scores (``additive``: the large negative number
-    added where blocked) or another ``scale`` than 1/sqrt(d_k). In torch, its output from
-    F.scaled_dot_product_attention wherever the mistake allows: neither the NumPy `attention`
-    nor `mha` (no library attention) can take it as an answer."""
+    added where blocked) or another ``scale`` than 1/sqrt(d_k); NumPy in, float64 NumPy out
+    (``attention_tensors``)."""
     tq, tk, tv = (torch.from_numpy(np.asarray(a, dtype=np.float64)) for a in (q, k, v))
+    blocked = None if mask is None else torch.from_numpy(np.asarray(mask))
+    output, weights = attention_tensors(tq, tk, tv, blocked, when=when, polarity=polarity,
+                                        fill=fill, additive=additive, scale=scale)
+    return output.numpy(), weights.numpy()
+
+
+def attention_tensors(tq, tk, tv, blocked=None, *, when="before", polarity=True, fill=-np.inf,
+                      additive=None, scale=None):
+    """``attention_with`` on tensors (autograd follows it): output and weights. In torch, its
+    output from F.scaled_dot_product_attention wherever the mistake allows: neither the NumPy
+    `attention` nor `mha` (no library attention) can take it as an answer."""
     scale = tq.shape[-1] ** -0.5 if scale is None else scale
     scores = tq @ tk.transpose(-1, -2) * scale
     bias = torch.zeros_like(scores)  # what turns the scores into the mistaken ones
-    blocked = None if mask is None else torch.from_numpy(mask if polarity else ~mask)
+    if blocked is not None and not polarity:
+        blocked = ~blocked
     if blocked is not None and additive is not None:
         bias = bias + blocked * additive
     elif blocked is not None and when == "before":
@@ -248,11 +336,11 @@ def attention_with(q, k, v, mask=None, *, when="before", polarity=True, fill=-np
     weights = torch.softmax(scores + bias, dim=-1)
     if blocked is not None and when == "after":
         weights = weights.masked_fill(blocked, 0.0)
-        return (weights @ tv).numpy(), weights.numpy()
+        return weights @ tv, weights
     output = F.scaled_dot_product_attention(tq, tk, tv, attn_mask=bias, scale=scale)
     # torch's attention gives a row with no allowed key zeros; the unchecked mistake gives NaN
     output = output.masked_fill(weights.isnan().any(-1, keepdim=True), float("nan"))
-    return output.numpy(), weights.numpy()
+    return output, weights
 
 
 MASK3 = np.array([[False, True, False], [False, False, True], [True, False, False]])

@@ -336,33 +336,33 @@ class Exercise:
         return self.misconceptions[id]
 
     def probe(self, misconception_id: str, *, explains: tuple[str, ...],
-              mistaken: dict[str, Callable[..., list[Any]]] | None = None):
+              mistaken: dict[str, Callable[..., list[Any]]]):
         """Register a probe: a function of the student proxy, True when the submission makes
         exactly that mistake on the probe's fixed input.
 
         ``explains`` names the visible checks that the mistake makes fail (a version of the
         key with only that mistake fails each of them; ``tests/test_zoo.py`` holds every
-        named zoo entry to it). When the mistake is diagnosed, a failing check carries its
-        hint only if the check is one of these, or is hidden: an answer-key comparison covers
-        the whole contract, and its name stays out of the handout. Every other failing check
-        failed for some other reason, and its feedback says nothing of this mistake.
+        named zoo entry to it). Every other visible check failed for some other reason, and
+        its feedback says nothing of this mistake.
 
-        ``mistaken`` (function name -> the mistaken version: the same arguments, a list of the
-        answers the mistake may give) lets the hint be earned by the example it is printed
-        under: a failing check carries it only when, on the check's own shown example, the
-        submission gave one of those answers and the reference would not have
-        (``grader.core.diagnose.earned``). Where the mistake gives the right answer on that
-        example (too small to show it), a check ``explains`` names carries the hint with the
-        probe's own input beside it.
+        ``mistaken`` (function or operation name -> the mistaken version: the same arguments,
+        a list of the answers the mistake may give; for an operation's dict reply, the keys
+        the mistake decides) is what earns the hint: a failing check, visible or hidden,
+        carries it only when, on the check's own shown example, the submission gave one of
+        those answers and the reference would not have (``grader.core.diagnose.earned``).
+        Where the mistake gives the right answer on that example (too small to show it), a
+        check ``explains`` names carries the hint with the probe's own input beside it.
         """
         if not explains:
             raise ValueError(f"{self.name}: the probe for {misconception_id} explains no check")
+        if not mistaken:
+            raise ValueError(f"{self.name}: the probe for {misconception_id} has no mistaken "
+                             "version (mistaken=): no check could earn its hint")
 
         def decorate(func: Callable[[Any], bool]) -> Callable[[Any], bool]:
             self.probes.append((misconception_id, func))
             self.explained[misconception_id] = tuple(explains)
-            if mistaken:
-                self.mistaken[misconception_id] = dict(mistaken)
+            self.mistaken[misconception_id] = dict(mistaken)
             return func
 
         return decorate
@@ -393,7 +393,8 @@ class Exercise:
         if call in self.references:
             return self.references[call]
         operation = self.operations[call]
-        return lambda *args: operation(types.SimpleNamespace(**self.references), *args)
+        return lambda *args, **kwargs: operation(types.SimpleNamespace(**self.references),
+                                                 *args, **kwargs)
 
     def operation(self, func: Callable[..., Any] | None = None, *, measured: bool = False):
         """Register a worker operation (beyond calling one of ``functions``).

@@ -262,9 +262,17 @@ class Student:
             def call(*args: Any, **kwargs: Any) -> Any:
                 self.names_called.add(name)
                 kwargs.update(zip(params, args))
-                if getattr(self._exercise.operations[name], "measured", False):
-                    return self._measured(name, **kwargs)
-                return self._request(name, **{k: _wire(v) for k, v in kwargs.items()})
+                measured = getattr(self._exercise.operations[name], "measured", False)
+                try:
+                    if measured:
+                        reply = self._measured(name, **kwargs)
+                    else:
+                        reply = self._request(name, **{k: _wire(v) for k, v in kwargs.items()})
+                except StudentError as error:
+                    self._note(name, (), kwargs, error)
+                    raise
+                self._note(name, (), kwargs, reply[0] if measured else reply)
+                return reply
         else:
             raise AttributeError(name)
         call.__name__ = name

@@ -393,16 +393,32 @@ def probe_causal_mask_diagonal(student) -> bool:
     return matches(student.causal_mask(4), np.triu(np.ones((4, 4), dtype=bool), k=0))
 
 
-@EX.probe("softmax-global-shift", explains=("test_stable_for_rows_of_different_magnitude",))
+def globally_shifted(q, k, v, mask=None):
+    """Attention whose softmax subtracts one maximum, of all the scores (or of each query-key
+    matrix's), in torch: a row far below it underflows to 0 / 0. It refuses what the
+    reference refuses."""
+    scaled_dot_product_attention(q, k, v, mask)
+    tq, tk, tv = (torch.from_numpy(np.asarray(a, dtype=np.float64)) for a in (q, k, v))
+    scores = tq @ tk.transpose(-2, -1) / tq.shape[-1] ** 0.5
+    scores = scores if mask is None else scores.masked_fill(
+        torch.from_numpy(np.asarray(mask)), float("-inf"))
+    answers = []
+    for top in (scores.max(), scores.amax(dim=(-2, -1), keepdim=True)):
+        e = (scores - top).exp()
+        weights = e / e.sum(dim=-1, keepdim=True)
+        answers.append(((weights @ tv).numpy(), weights.numpy()))
+    return answers
+
+
+@EX.probe("softmax-global-shift", explains=("test_stable_for_rows_of_different_magnitude",),
+          mistaken={"scaled_dot_product_attention": globally_shifted})
 def probe_global_shift(student) -> bool:
     # The first query's scores are near a thousand, the second's near 0: one shift for all of
     # them underflows the second row to 0 / 0.
     q, k, v = np.array([[4000.0, 2500.0], [0.5, -0.5]]), grid(3, 2), grid(3, 2) + 1.0
     out, weights = student.scaled_dot_product_attention(q, k, v)
-    scores = torch.from_numpy(q @ k.T / np.sqrt(2))
-    e = (scores - scores.max()).exp()  # the mistaken version, in torch
-    wrong = (e / e.sum(dim=-1, keepdim=True)).numpy()
-    return matches(weights, wrong) and matches(out, wrong @ v)
+    wrong_out, wrong = globally_shifted(q, k, v)[0]
+    return matches(weights, wrong) and matches(out, wrong_out)
 
 
 @EX.probe("scale-missing",

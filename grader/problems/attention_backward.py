@@ -7,6 +7,7 @@ atol 1e-6.
 
 from __future__ import annotations
 
+import itertools
 from typing import NamedTuple
 
 import numpy as np
@@ -229,9 +230,21 @@ EX.misconception(
 )
 
 
+def unmasked_grads(q, k, v, grad_output, mask=None):
+    """(dq, dk, dv) with one or more of them computed as if there were no mask; where the
+    reference refuses the arguments, it does too (nothing to show without a mask)."""
+    masked = attention_grads(q, k, v, grad_output, mask)
+    if mask is None:
+        return []
+    unmasked = attention_grads(q, k, v, grad_output)
+    return [tuple(u if forgets else m for m, u, forgets in zip(masked, unmasked, which))
+            for which in itertools.product((False, True), repeat=3) if any(which)]
+
+
 @EX.probe("backward-missing-mask",
           explains=("test_matches_torch_autograd", "test_matches_finite_differences",
-                    "test_masked_positions_get_zero_gradient"))
+                    "test_masked_positions_get_zero_gradient"),
+          mistaken={"attention_backward": unmasked_grads})
 def probe_missing_mask(student) -> bool:
     rng = np.random.default_rng(6)
     q, k, v, g = (rng.normal(size=(3, 2)) for _ in range(4))

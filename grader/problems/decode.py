@@ -228,10 +228,10 @@ def test_rejects_keys_on_another_device(ctx):
                        "a cache on cpu given keys on the meta device")
 
 
-def decoded(d_model, n_head, bias, state, xs) -> dict:
+def decoded(d_model, n_head, bias, state, xs, device="cpu") -> dict:
     """What ``decode_run`` gives for a right ``decode_step``: the full causal forward, cut into
     the chunks, and the cache's length after each."""
-    y = causal_forward(d_model, n_head, bias, state, np.concatenate(xs, axis=1))
+    y = causal_forward(d_model, n_head, bias, state, np.concatenate(xs, axis=1), device)
     ends = np.cumsum([x.shape[1] for x in xs])
     return {"ys": [y[:, end - x.shape[1]:end] for x, end in zip(xs, ends)],
             "lengths": [int(end) for end in ends]}
@@ -305,14 +305,16 @@ EX.misconception(
 )
 
 
-def upper_left_decode(d_model, n_head, state, xs) -> np.ndarray:
-    """Decoding with a correct cache but the new queries' mask anchored at the top left."""
-    mha = with_weights(MultiHeadAttention(d_model, n_head), state, torch.float64)
+def upper_left_decode(d_model, n_head, bias, state, xs, device="cpu") -> dict:
+    """Decoding with a correct cache but the new queries' mask anchored at the top left: the
+    output of each step (what the mistake decides of ``decode_run``'s reply)."""
+    dtype = torch.from_numpy(xs[0]).dtype
+    mha = with_weights(MultiHeadAttention(d_model, n_head, bias=bias), state, dtype, device)
     keys, values, ys = [], [], []
     d_head = d_model // n_head
     with torch.no_grad():
         for chunk in xs:
-            x = torch.from_numpy(chunk)
+            x = torch.from_numpy(chunk).to(device)
             b, t, _ = x.shape
 
             def split(p, b=b, t=t):  # (B, T, C) -> (B, H, T, D)
@@ -321,15 +323,16 @@ def upper_left_decode(d_model, n_head, state, xs) -> np.ndarray:
             keys.append(split(mha.wk(x)))
             values.append(split(mha.wv(x)))
             k, v = torch.cat(keys, dim=2), torch.cat(values, dim=2)
-            mask = torch.ones(t, k.shape[2], dtype=torch.bool).triu(1)
+            mask = torch.ones(t, k.shape[2], dtype=torch.bool, device=x.device).triu(1)
             y = F.scaled_dot_product_attention(split(mha.wq(x)), k, v, attn_mask=~mask)
-            ys.append(mha.wo(y.transpose(1, 2).reshape(b, t, d_model)))
-    return torch.cat(ys, dim=1).numpy()
+            ys.append(mha.wo(y.transpose(1, 2).reshape(b, t, d_model)).cpu().numpy())
+    return {"ys": ys}
 
 
 @EX.probe("decode-upper-left",
           explains=("test_token_by_token_equals_full_causal_forward",
-                    "test_chunks_equal_full_causal_forward"))
+                    "test_chunks_equal_full_causal_forward"),
+          mistaken={"decode_run": lambda *args, **kwargs: [upper_left_decode(*args, **kwargs)]})
 def probe_upper_left(student) -> bool:
     rng = np.random.default_rng(5)
     d_model, n_head = 4, 2
@@ -338,4 +341,5 @@ def probe_upper_left(student) -> bool:
     xs = [x[:, :2], x[:, 2:5]]
     got = np.concatenate(student.decode_run(d_model, n_head, False, state, xs)["ys"], axis=1)
     correct = causal_forward(d_model, n_head, False, state, x)
-    return mistaken(got, correct, upper_left_decode(d_model, n_head, state, xs))
+    wrong = upper_left_decode(d_model, n_head, False, state, xs)["ys"]
+    return mistaken(got, correct, np.concatenate(wrong, axis=1))

@@ -342,28 +342,47 @@ EX.misconception(
 )
 
 
-def without_rescale(q, k, v, block_size, forgets: str) -> np.ndarray:
-    """The online softmax that forgets to rescale its running ``"sum"``, its running
-    ``"output"`` or ``"both"`` when the max grows, in torch (the handout ships it: copied into
-    the NumPy exercise it breaks the rule, and it cannot be made right by a flag)."""
-    if forgets not in ("sum", "output", "both"):
-        raise ValueError("a mistaken version needs a mistake")
+FORGETS = ("both", "output", "sum")
+
+
+def no_rescale(q, k, v, mask=None, block_size=64) -> list[np.ndarray]:
+    """The online softmax that forgets to rescale its running sum and output, its running
+    output, or its running sum when the max grows (``FORGETS``), in torch (the handout ships
+    it: copied into the NumPy exercise it breaks the rule, and it cannot be made right by a
+    flag): the mistaken version of flash_attention. It refuses what the reference refuses,
+    and a block all blocked for a query adds nothing to it."""
+    flash_attention(q, k, v, mask, block_size)
     tq, tk, tv = (torch.from_numpy(np.asarray(a, dtype=np.float64)) for a in (q, k, v))
-    scores = tq @ tk.T / tq.shape[-1] ** 0.5
-    row_max = torch.full((tq.shape[0], 1), -torch.inf, dtype=torch.float64)
-    row_sum = torch.zeros((tq.shape[0], 1), dtype=torch.float64)
-    acc = torch.zeros((tq.shape[0], tv.shape[1]), dtype=torch.float64)
-    for start in range(0, tk.shape[0], block_size):
-        block = scores[:, start:start + block_size]
+    blocked = torch.zeros(1, 1, dtype=torch.bool) if mask is None else torch.from_numpy(
+        np.asarray(mask))
+    batch = torch.broadcast_shapes(tq.shape[:-2], tk.shape[:-2], tv.shape[:-2],
+                                   blocked.shape[:-2])
+    tq, tk, tv = (t.expand(*batch, *t.shape[-2:]) for t in (tq, tk, tv))
+    scores = (tq @ tk.transpose(-2, -1) / tq.shape[-1] ** 0.5).masked_fill(
+        blocked.expand(*batch, tq.shape[-2], tk.shape[-2]), -torch.inf)
+    row_max = torch.full((*batch, tq.shape[-2], 1), -torch.inf, dtype=torch.float64)
+    sums = {f: torch.zeros((*batch, tq.shape[-2], 1), dtype=torch.float64) for f in FORGETS}
+    accs = {f: torch.zeros((*batch, tq.shape[-2], tv.shape[-1]), dtype=torch.float64)
+            for f in FORGETS}
+    for start in range(0, tk.shape[-2], block_size):
+        block = scores[..., start:start + block_size]
         new_max = torch.maximum(row_max, block.amax(dim=-1, keepdim=True))
-        weights = (block - new_max).exp()
-        kept = (row_max - new_max).exp()
-        row_sum = row_sum * (1.0 if forgets in ("sum", "both") else kept) + weights.sum(
-            -1, keepdim=True)
-        acc = acc * (1.0 if forgets in ("output", "both") else kept) + (
-            weights @ tv[start:start + block_size])
+        shift = torch.where(new_max.isneginf(), 0.0, new_max)
+        weights = (block - shift).exp()
+        kept = (row_max - shift).exp()
+        added, summed = weights @ tv[..., start:start + block_size, :], weights.sum(-1, True)
+        for f in FORGETS:
+            sums[f] = sums[f] * (1.0 if f in ("sum", "both") else kept) + summed
+            accs[f] = accs[f] * (1.0 if f in ("output", "both") else kept) + added
         row_max = new_max
-    return (acc / row_sum).numpy()
+    return [(accs[f] / sums[f]).numpy() for f in FORGETS]
+
+
+def no_rescale_peak(q, k, v, causal, block_size):
+    """The mistaken version of flash_peak: its reply for each way of forgetting the rescale
+    (the causal mask built as the operation builds it)."""
+    mask = np.arange(q.shape[-2])[:, None] < np.arange(k.shape[-2]) if causal else None
+    return [{"output": output} for output in no_rescale(q, k, v, mask, block_size)]
 
 
 # Scores grow with the key's index for every query, so the max grows at every block of 2.
@@ -376,9 +395,10 @@ PROBE_V = 2.0 * grid(6, 2)
           explains=("test_matches_torch_sdpa_for_every_block_size",
                     "test_output_does_not_depend_on_block_size",
                     "test_peak_memory_far_below_one_score_matrix",
-                    "test_fully_blocked_first_block_gives_no_nan"))
+                    "test_fully_blocked_first_block_gives_no_nan"),
+          mistaken={"flash_attention": no_rescale, "flash_peak": no_rescale_peak})
 def probe_no_rescale(student) -> bool:
     got = student.flash_attention(PROBE_Q, PROBE_K, PROBE_V, block_size=2)
     correct = flash_attention(PROBE_Q, PROBE_K, PROBE_V)
-    return any(mistaken(got, correct, without_rescale(PROBE_Q, PROBE_K, PROBE_V, 2, forgets))
-               for forgets in ("both", "output", "sum"))
+    return any(mistaken(got, correct, wrong)
+               for wrong in no_rescale(PROBE_Q, PROBE_K, PROBE_V, block_size=2))

@@ -360,29 +360,44 @@ EX.misconception(
 )
 
 
-def tiled_forward(d_model, n_head, n_kv_head, state, x) -> np.ndarray:
-    """Grouped-query attention whose KV heads are tiled [0, 1, 0, 1]: the mistake."""
-    tx = torch.from_numpy(x)
-    s = {key: torch.from_numpy(value) for key, value in state.items()}
+def tiled_forward(d_model, n_head, n_kv_head, bias, state, x, mask=None,
+                  device="cpu") -> dict:
+    """Grouped-query attention whose KV heads are tiled [0, 1, 0, 1]: the mistake; y and the
+    weights, as ``gqa_reference`` gives them."""
+    tx = torch.from_numpy(x).to(device)
+    s = {key: torch.from_numpy(value).to(device) for key, value in state.items()}
     b, t, _ = x.shape
     d_head = d_model // n_head
 
     def project(name, heads):
-        return F.linear(tx, s[f"{name}.weight"]).view(b, t, heads, d_head).transpose(1, 2)
+        p = F.linear(tx, s[f"{name}.weight"], s.get(f"{name}.bias"))
+        return p.view(b, t, heads, d_head).transpose(1, 2)
 
     n_rep = n_head // n_kv_head
     q = project("wq", n_head)
     k, v = (project(n, n_kv_head).repeat(1, n_rep, 1, 1) for n in ("wk", "wv"))
-    y = F.scaled_dot_product_attention(q, k, v)
-    return F.linear(y.transpose(1, 2).reshape(b, t, d_model), s["wo.weight"]).numpy()
+    allowed = None if mask is None else ~torch.from_numpy(mask).to(device)
+    y = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
+    scores = q @ k.transpose(-2, -1) / d_head**0.5
+    if allowed is not None:
+        scores = scores.masked_fill(~allowed, float("-inf"))
+    y = F.linear(y.transpose(1, 2).reshape(b, t, d_model), s["wo.weight"], s.get("wo.bias"))
+    return {"y": y.cpu().numpy(), "weights": scores.softmax(dim=-1).cpu().numpy()}
+
+
+def tiled(x, n_rep):
+    """The key/value heads tiled n_rep times, [0, 1, 0, 1], by torch."""
+    return torch.from_numpy(np.asarray(x)).repeat(1, n_rep, 1, 1).numpy()
 
 
 @EX.probe("gqa-interleave-order",
           explains=("test_repeat_kv_repeats_each_head_for_its_group",
-                    "test_matches_torch_sdpa_enable_gqa"))
+                    "test_matches_torch_sdpa_enable_gqa"),
+          mistaken={"repeat_kv": lambda x, n_rep: [tiled(x, n_rep)],
+                    "gqa_forward": lambda *args, **kwargs: [tiled_forward(*args, **kwargs)]})
 def probe_interleave_order(student) -> bool:
     x = np.arange(2 * 3 * 1 * 2, dtype=np.float64).reshape(2, 3, 1, 2)
-    if mistaken(student.repeat_kv(x, 2), np.repeat(x, 2, axis=1), np.tile(x, (1, 2, 1, 1))):
+    if mistaken(student.repeat_kv(x, 2), repeated_kv(x, 2), tiled(x, 2)):
         return True
     rng = np.random.default_rng(4)
     d_model, n_head, n_kv_head = 8, 4, 2
@@ -391,4 +406,4 @@ def probe_interleave_order(student) -> bool:
     x = rng.normal(size=(1, 3, 8))
     got = student.gqa_forward(d_model, n_head, n_kv_head, False, state, x)["y"]
     correct = gqa_reference(d_model, n_head, n_kv_head, False, state, x)["y"]
-    return mistaken(got, correct, tiled_forward(d_model, n_head, n_kv_head, state, x))
+    return mistaken(got, correct, tiled_forward(d_model, n_head, n_kv_head, False, state, x)["y"])

@@ -218,9 +218,31 @@ EX.misconception(
 )
 
 
+def window_of(t, keys):
+    """Each query sees the ``keys`` most recent keys (none when 0), by torch."""
+    i, j = torch.arange(t)[:, None], torch.arange(t)[None, :]
+    return ((j > i) | (j <= i - keys)).numpy()
+
+
+def off_by_one(t, window):
+    """The window of ``window + 1`` keys and of ``window - 1``; where the reference refuses
+    the sizes, they do too."""
+    sliding_window_mask(t, window)
+    return [window_of(t, window + 1), window_of(t, window - 1)]
+
+
+def on_queries(lengths, t):
+    """The padded queries hidden, not the keys: (B, 1, T, 1), or broadcast to (B, 1, T, T),
+    by torch; where the reference refuses the lengths, it does too."""
+    keys = torch.from_numpy(padding_mask(lengths, t))
+    queries = keys.transpose(-1, -2)
+    return [queries.numpy(), queries.expand(-1, -1, -1, t).numpy()]
+
+
 @EX.probe("window-off-by-one",
           explains=("test_window_one_sees_only_itself",
-                    "test_each_row_allows_the_most_recent_keys"))
+                    "test_each_row_allows_the_most_recent_keys"),
+          mistaken={"sliding_window_mask": off_by_one})
 def probe_window_off_by_one(student) -> bool:
     t = 6
     for window in (2, 3):
@@ -235,7 +257,8 @@ def probe_window_off_by_one(student) -> bool:
 @EX.probe("padding-on-queries",
           explains=("test_padding_mask_blocks_keys_past_each_length",
                     "test_padding_keys_get_zero_weight",
-                    "test_padded_rows_match_unpadded_computation"))
+                    "test_padded_rows_match_unpadded_computation"),
+          mistaken={"padding_mask": on_queries})
 def probe_padding_on_queries(student) -> bool:
     lengths = np.array([2, 4, 3])
     got = np.asarray(student.padding_mask(lengths, 4))

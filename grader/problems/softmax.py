@@ -289,9 +289,23 @@ def probe_overflow(student) -> bool:
     return matches(student.softmax(logits, axis=-1), naive_softmax(logits, -1))
 
 
+def along_other_axes(logits, axis=-1):
+    """The softmax along each axis but ``axis``, and over the whole array."""
+    x = np.asarray(logits, dtype=np.float64)
+    return [softmax_unchecked(x, a) for a in (*range(x.ndim), None)
+            if a is None or a != axis % x.ndim]
+
+
+def shifted_along_other_axes(logits, axis=-1):
+    """Normalised along ``axis`` after subtracting the maximum along each other axis."""
+    x = np.asarray(logits, dtype=np.float64)
+    return [shifted_softmax(x, axis, other) for other in range(x.ndim) if other != axis % x.ndim]
+
+
 @EX.probe("softmax-wrong-axis",
           explains=("test_slices_sum_to_one", "test_matches_torch_softmax",
-                    "test_stable_for_huge_logits", "test_stable_for_slices_of_different_magnitude"))
+                    "test_stable_for_huge_logits", "test_stable_for_slices_of_different_magnitude"),
+          mistaken={"softmax": along_other_axes})
 def probe_wrong_axis(student) -> bool:
     logits = 3.0 * grid(2, 3, 4)
     for axis in (0, 1, -1):
@@ -312,7 +326,8 @@ def probe_global_shift(student) -> bool:
 
 
 @EX.probe("softmax-shift-wrong-axis",
-          explains=("test_matches_torch_softmax", "test_stable_for_slices_of_different_magnitude"))
+          explains=("test_matches_torch_softmax", "test_stable_for_slices_of_different_magnitude"),
+          mistaken={"softmax": shifted_along_other_axes})
 def probe_shift_wrong_axis(student) -> bool:
     logits = 3.0 * grid(2, 3, 4)
     for axis in (0, 1, 2):

@@ -1,18 +1,26 @@
 """The mistakes exercise `mha` names, and the probes that find them: each runs the student's
 module on fixed weights and input and compares it with a mistaken version of the computation
-(or, for an unused bias, with the module's own answer when that bias is zero)."""
+(or, for an unused bias, with the module's own answer when that bias is zero). The mistaken
+versions are modules (``mistaken_module``), run by the worker operations as the answer key's
+module is: what each gives is what earns a hint under a check's example."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
 
 from ...core.diagnose import (
     FULLY_MASKED2,
     FULLY_MASKED_MISTAKES,
     MASK3,
-    attention_with,
+    attention_tensors,
     grid,
     matches,
+    operated,
 )
 from .checks import EX, PROJECTIONS
 
@@ -53,35 +61,104 @@ PROBE_STATE = {f"{name}.weight": 0.8 * np.cos(0.7 * np.arange(16.0) + 1.3 * i).r
                for i, name in enumerate(PROJECTIONS)}
 PROBE_X = 1.5 * grid(1, 3, D_MODEL)
 PROBE_BIAS = np.array([0.9, -0.7, 0.5, -1.1])  # moves the weights and y far, alone
+# The fully masked row's mistakes, with no check for a row that has no allowed key
+FULLY_MASKED = tuple({**m, "checked": False} for m in FULLY_MASKED_MISTAKES)
 
 
-def mistaken_mha(x, mask=None, *, scale_width=None, split="ok", merge="ok", average=False,
-                 **mistake):
-    """Self-attention with the probe weights; one mistake switched on by the keywords."""
-    s, (b, t, c), h = PROBE_STATE, x.shape, N_HEAD
-    d = c // h
+def mistaken_module(*, scale_width=None, split="ok", merge="ok", average=False,
+                    adds=PROJECTIONS, lacks=(), full_width=False, checked=True, **mistake):
+    """The module class with one mistake switched on by the keywords: the scores scaled by
+    1/sqrt(``scale_width``), the straight reshape to heads (``split``) or back (``merge``),
+    the weights averaged over heads, only the biases of ``adds`` added, the projections of
+    ``lacks`` built without a bias, every head of the full width, no check for a query with
+    no allowed key, or a mask mistake of ``attention_tensors``. In torch, autograd following
+    it; its attention by F.scaled_dot_product_attention, which no answer may call."""
 
-    def heads(p):  # (B, T, C) -> (B, H, T, D), or the scrambled straight reshape
-        if split == "scrambled":
-            return p.reshape(b, h, t, d)
-        return p.reshape(b, t, h, d).swapaxes(1, 2)
+    class Mistaken(nn.Module):
+        def __init__(self, d_model, n_head, bias=False):
+            super().__init__()
+            if n_head < 1 or d_model % n_head != 0:
+                raise ValueError(f"n_head={n_head} does not divide d_model={d_model}")
+            self.n_head = int(n_head)
+            width = n_head * d_model if full_width else d_model
+            self.wq, self.wk, self.wv = (nn.Linear(d_model, width, bias=bias and name not in lacks)
+                                         for name in PROJECTIONS[:3])
+            self.wo = nn.Linear(width, d_model, bias=bias and "wo" not in lacks)
 
-    q, k, v = (heads(x @ s[f"{n}.weight"].T) for n in ("wq", "wk", "wv"))
-    q = q * np.sqrt(d / (scale_width or d))  # attention_with divides by sqrt(d)
-    out, weights = attention_with(q, k, v, mask, **mistake)
-    merged = out.reshape(b, t, c) if merge == "scrambled" else out.swapaxes(1, 2).reshape(b, t, c)
-    return merged @ s["wo.weight"].T, weights.mean(axis=1) if average else weights
+        def forward(self, x, mask=None):
+            b, t, _ = x.shape
+            h = self.n_head
+            d = self.wq.out_features // h
+
+            def project(name, p):
+                layer = getattr(self, name)
+                return F.linear(p, layer.weight, layer.bias if name in adds else None)
+
+            def heads(p):  # (B, T, H * D) -> (B, H, T, D), or the scrambled straight reshape
+                if split == "scrambled":
+                    return p.reshape(b, h, t, d)
+                return p.reshape(b, t, h, d).transpose(1, 2)
+
+            q, k, v = (heads(project(name, x)) for name in PROJECTIONS[:3])
+            blocked = None if mask is None else torch.as_tensor(mask, device=x.device)
+            if blocked is not None and blocked.dtype != torch.bool:
+                raise ValueError(f"the mask must be boolean, not {blocked.dtype}")
+            if checked and blocked is not None and mistake.get("when") != "after":
+                shown = blocked if mistake.get("polarity", True) else ~blocked
+                if shown.expand(b, h, t, t).all(dim=-1).any():
+                    raise ValueError("some query has no allowed key (its mask row is all True)")
+            out, weights = attention_tensors(q, k, v, blocked, scale=(scale_width or d) ** -0.5,
+                                             **mistake)
+            if merge == "scrambled":
+                merged = out.reshape(b, t, h * d)
+            else:
+                merged = out.transpose(1, 2).reshape(b, t, h * d)
+            return project("wo", merged), weights.mean(dim=1) if average else weights
+
+    return Mistaken
+
+
+def forwards(*modules):
+    """The mistaken version of mha_forward: its reply for each of the mistaken ``modules``
+    (keyword arguments of ``mistaken_module``)."""
+    def version(*args, **kwargs):
+        return [operated(EX, "mha_forward", MultiHeadAttention=mistaken_module(**m))(
+            *args, **kwargs) for m in modules]
+    return version
+
+
+def counts(*modules):
+    """The mistaken version of mha_build: the parameter count of each of ``modules``."""
+    def version(*args, **kwargs):
+        return [{"count": operated(EX, "mha_build", MultiHeadAttention=mistaken_module(**m))(
+            *args, **kwargs)["count"]} for m in modules]
+    return version
+
+
+def builds(*modules):
+    """The mistaken version of mha_build: what each of ``modules`` builds."""
+    def version(*args, **kwargs):
+        return [operated(EX, "mha_build", MultiHeadAttention=mistaken_module(**m))(
+            *args, **kwargs) for m in modules]
+    return version
 
 
 def mha_matches(student, mask=None, **mistake) -> bool:
+    """The student's module answers the probe's input as the mistaken one does."""
     x = PROBE_X if mask is None else PROBE_X[:, :mask.shape[-1]]
-    got = student.mha_forward(D_MODEL, N_HEAD, False, PROBE_STATE, x, mask, None, "cpu")
-    y, weights = mistaken_mha(x, mask, **mistake)
-    return matches(got["weights"], weights) and matches(got["y"], y)
+    args = (D_MODEL, N_HEAD, False, PROBE_STATE, x, mask, None, "cpu")
+    got = student.mha_forward(*args)
+    wrong = forwards(mistake)(*args)[0]
+    return matches(got["weights"], wrong["weights"]) and matches(got["y"], wrong["y"])
+
+
+# The biases left out: all of them, or all but the output projection's
+UNUSED = ({"adds": ()}, {"adds": ("wo",)})
 
 
 @EX.probe("bias-unused",
-          explains=("test_matches_torch_multihead_attention", "test_gradients_match_torch"))
+          explains=("test_matches_torch_multihead_attention", "test_gradients_match_torch"),
+          mistaken={"mha_forward": forwards(*UNUSED)})
 def probe_bias_unused(student) -> bool:
     # The query's or the value's bias changes nothing the module returns (the key's bias
     # cancels in the softmax, and the output's is missing too when wo is never applied).
@@ -98,9 +175,15 @@ def probe_bias_unused(student) -> bool:
     return False
 
 
+# Each set of projections that may be built without their bias
+LACKING = tuple({"lacks": lacks} for n in range(1, 5)
+                for lacks in itertools.combinations(PROJECTIONS, n))
+
+
 @EX.probe("projection-bias-missing",
           explains=("test_has_four_linear_projections", "test_parameter_count_independent_of_heads",
-                    "test_matches_torch_multihead_attention", "test_gradients_match_torch"))
+                    "test_matches_torch_multihead_attention", "test_gradients_match_torch"),
+          mistaken={"mha_build": builds(*LACKING), "mha_forward": forwards(*LACKING)})
 def probe_projection_bias_missing(student) -> bool:
     # Four nn.Linear(d_model, d_model) projections, bias-free as asked with bias=False, and one
     # or more of them bias-free with bias=True too.
@@ -117,24 +200,28 @@ def probe_projection_bias_missing(student) -> bool:
                     "test_token_permutation_equivariance",
                     "test_causal_later_token_never_changes_earlier_output",
                     "test_weights_per_head_rows_sum_to_one", "test_per_head_mask_blocks_exactly",
-                    "test_rejects_fully_masked_query"))
+                    "test_rejects_fully_masked_query"),
+          mistaken={"mha_build": counts({"full_width": True}),
+                    "mha_forward": forwards({"full_width": True})})
 def probe_params_grow(student) -> bool:
     # The mistaken version gives each head full-width projections: 4 * n_head * d_model**2
     # parameters. Any count that grows with the head count shows the same misunderstanding.
-    counts = [student.mha_build(6, n_head, False)["count"] for n_head in (1, 2, 3)]
-    return counts[0] < counts[1] < counts[2]
+    sizes = [student.mha_build(6, n_head, False)["count"] for n_head in (1, 2, 3)]
+    return sizes[0] < sizes[1] < sizes[2]
 
 
-@EX.probe("fully-masked-row", explains=("test_rejects_fully_masked_query",))
+@EX.probe("fully-masked-row", explains=("test_rejects_fully_masked_query",),
+          mistaken={"mha_forward": forwards(*FULLY_MASKED)})
 def probe_fully_masked(student) -> bool:
-    return any(mha_matches(student, FULLY_MASKED2, **m) for m in FULLY_MASKED_MISTAKES)
+    return any(mha_matches(student, FULLY_MASKED2, **m) for m in FULLY_MASKED)
 
 
 @EX.probe("mask-after-softmax",
           explains=("test_matches_torch_multihead_attention", "test_gradients_match_torch",
                     "test_causal_later_token_never_changes_earlier_output",
                     "test_weights_per_head_rows_sum_to_one", "test_per_head_mask_blocks_exactly",
-                    "test_rejects_fully_masked_query"))
+                    "test_rejects_fully_masked_query"),
+          mistaken={"mha_forward": forwards({"when": "after"})})
 def probe_mask_after(student) -> bool:
     return mha_matches(student, MASK3, when="after")
 
@@ -143,28 +230,36 @@ def probe_mask_after(student) -> bool:
           explains=("test_matches_torch_multihead_attention", "test_gradients_match_torch",
                     "test_causal_later_token_never_changes_earlier_output",
                     "test_weights_per_head_rows_sum_to_one", "test_per_head_mask_blocks_exactly",
-                    "test_rejects_fully_masked_query"))
+                    "test_rejects_fully_masked_query"),
+          mistaken={"mha_forward": forwards({"polarity": False})})
 def probe_mask_polarity(student) -> bool:
     return mha_matches(student, MASK3, polarity=False)
+
+
+# With the matching merge, or with the straight one
+SCRAMBLED = ({"split": "scrambled"}, {"split": "scrambled", "merge": "scrambled"})
 
 
 @EX.probe("head-split-scrambled",
           explains=("test_matches_torch_multihead_attention", "test_gradients_match_torch",
                     "test_token_permutation_equivariance",
-                    "test_causal_later_token_never_changes_earlier_output"))
+                    "test_causal_later_token_never_changes_earlier_output"),
+          mistaken={"mha_forward": forwards(*SCRAMBLED)})
 def probe_split_scrambled(student) -> bool:
-    merges = ("ok", "scrambled")  # with the matching merge, or with the straight one
-    return any(mha_matches(student, split="scrambled", merge=merge) for merge in merges)
+    return any(mha_matches(student, **m) for m in SCRAMBLED)
 
 
 @EX.probe("scale-by-d-model",
-          explains=("test_matches_torch_multihead_attention", "test_gradients_match_torch"))
+          explains=("test_matches_torch_multihead_attention", "test_gradients_match_torch"),
+          mistaken={"mha_forward": lambda *args, **kwargs: forwards(
+              {"scale_width": operation_arguments(args, kwargs)["d_model"]})(*args, **kwargs)})
 def probe_scale_by_d_model(student) -> bool:
     return mha_matches(student, scale_width=D_MODEL)
 
 
 @EX.probe("scale-missing",
-          explains=("test_matches_torch_multihead_attention", "test_gradients_match_torch"))
+          explains=("test_matches_torch_multihead_attention", "test_gradients_match_torch"),
+          mistaken={"mha_forward": forwards({"scale_width": 1})})
 def probe_scale_missing(student) -> bool:
     return mha_matches(student, scale_width=1)
 
@@ -173,6 +268,13 @@ def probe_scale_missing(student) -> bool:
           explains=("test_matches_torch_multihead_attention", "test_gradients_match_torch",
                     "test_token_permutation_equivariance",
                     "test_causal_later_token_never_changes_earlier_output",
-                    "test_weights_per_head_rows_sum_to_one", "test_per_head_mask_blocks_exactly"))
+                    "test_weights_per_head_rows_sum_to_one", "test_per_head_mask_blocks_exactly"),
+          mistaken={"mha_forward": forwards({"average": True})})
 def probe_head_averaged(student) -> bool:
     return mha_matches(student, average=True)
+
+
+def operation_arguments(args, kwargs) -> dict:
+    """mha_forward's arguments by name."""
+    names = EX.operations["mha_forward"].__code__.co_varnames[1:]
+    return {**dict(zip(names, args)), **kwargs}
