@@ -236,17 +236,12 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _similar(course: Course, root: str, corpus: str | None) -> Any:
-    """The similar pairs among the submission folders under ``root`` (and with ``corpus``),
-    or None, with a warning, where copydetect is not installed."""
+    """The similar pairs among the submission folders under ``root`` (and with ``corpus``)."""
     from . import batch, inert, similarity
 
     folders = {inert.name(p.name): p for p in batch.find_submissions(Path(root), warnings=None)
                if not p.is_symlink()}  # a link leads out of the class: nothing of it is read
-    try:
-        return similarity.compare(folders, course, corpus=Path(corpus) if corpus else None)
-    except similarity.Unavailable as error:
-        print(f"warning: {error}; the report has no similarity section", file=sys.stderr)
-        return None
+    return similarity.compare(folders, course, corpus=Path(corpus) if corpus else None)
 
 
 def _stubs(args: argparse.Namespace) -> int:

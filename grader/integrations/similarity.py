@@ -48,11 +48,6 @@ MIN_MAD = 0.05  # the smallest deviation the cut assumes (a class of near-identi
 MIN_PAIRS = 3  # fewer pairs of students' files than this: no distribution, the floor alone
 
 
-class Unavailable(RuntimeError):
-    """Kept for the callers that handle it: the comparison needs nothing beyond the standard
-    library and NumPy, so it is never raised."""
-
-
 def read_source(path: Path) -> str | None:
     """The text of a regular file (no link, no device, no pipe, no second name of another's
     file: ``grader.core.reader.read_regular``), its first MAX_BYTES."""
