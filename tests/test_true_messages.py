@@ -225,3 +225,26 @@ def test_the_handout_and_notebook_count_their_exercises_and_points(tmp_path):
     text = json.dumps(notebook.notebook(course=course))
     assert "1 exercise, 1 point (0.93 from the test cells" in text
     assert "## 1. `softmax` (1 point, 0.07 of them from hidden checks)" in text
+
+
+# -- an answer the kit cannot use is no exception ------------------------------------------------
+def test_an_answer_that_cannot_be_used_is_not_said_to_be_raised():
+    """A softmax that returns None raised nothing: the check read "your code raised BadReturn:
+    what softmax returned is a NoneType, expected a NumPy array"."""
+    source = "def softmax(logits, axis=-1):\n    return None\n"
+    check = "test_slices_sum_to_one"
+    feedback = run_checks("softmax", source, [check])[check].feedback
+    assert "Failed: what your code returned could not be used: what softmax returned is a " \
+           "NoneType, expected a NumPy array" in feedback
+    assert "raised" not in feedback and "BadReturn" not in feedback
+
+
+def test_a_grouped_module_whose_weights_do_not_fit_is_told_so():
+    """A GroupedQueryAttention whose keys keep the full width (tests/zoo/wrong/
+    gqa_full_width_kv.py) read "your code raised BadReturn: wk.weight is missing or has another
+    shape than (1, 2)" on every check that loads an example's weights; its code raised nothing."""
+    check = "test_multi_query_when_one_kv_head"
+    feedback = run_checks("gqa", BY_NAME["gqa_full_width_kv"].source(), [check])[check].feedback
+    assert "Failed: this example's weights could not be loaded into the module: wk.weight is " \
+           "missing or has another shape than (1, 2)" in feedback
+    assert "raised" not in feedback and "BadReturn" not in feedback

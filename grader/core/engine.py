@@ -41,7 +41,7 @@ from .submission import (  # noqa: F401  (BadSubmission, the limits and the copy
     copy_submission,
     protect_key,
 )
-from .vacuous import InformativeCalls, verdicts, withhold
+from .vacuous import MISFIT_LINE, InformativeCalls, verdicts, withhold
 
 # Small tensors gain nothing from threads, and a forked worker must not inherit a busy pool.
 torch.set_num_threads(1)
@@ -165,6 +165,24 @@ BUILTIN_ERRORS = frozenset(
     "LookupError RecursionError BadReturn AxisError".split())
 
 
+def _raised(error: StudentError, hidden: bool) -> str:
+    """What a check says of ``error``. An answer the kit could not use (``BadReturn``: what
+    softmax returned is a NoneType, a module whose weights do not fit the example's) is no
+    exception of the student's code, so it is not said to be one: "your code raised BadReturn"
+    was not true. A hidden check names no more than a built-in exception's type."""
+    if error.info.get("bad_return"):
+        if hidden:
+            return "what your code returned could not be used"
+        message = str(error.info.get("message") or "")
+        if MISFIT_LINE.fullmatch(message):
+            return f"this example's weights could not be loaded into the module: {message}"
+        return "what your code returned could not be used" + f": {message}" * bool(message)
+    if hidden:
+        kind = error.type if error.type in BUILTIN_ERRORS else "an exception"
+        return f"your code raised {kind}"
+    return f"your code raised {error.describe()}"
+
+
 def run_check(check: Check, ctx: Context, course: Course, points: float,
               secret: str = "") -> CheckResult:
     """Run one check worth ``points``; WorkerLost propagates (it ends the exercise). A hidden
@@ -182,11 +200,7 @@ def run_check(check: Check, ctx: Context, course: Course, points: float,
         result.feedback = _failure_text(check, ctx, failure.message, failure)
         return result
     except StudentError as error:
-        if check.hidden:
-            kind = error.type if error.type in BUILTIN_ERRORS else "an exception"
-            result.feedback = _failure_text(check, ctx, f"your code raised {kind}")
-        else:
-            result.feedback = _failure_text(check, ctx, f"your code raised {error.describe()}")
+        result.feedback = _failure_text(check, ctx, _raised(error, check.hidden))
         return result
     except Flaky:
         result.feedback = _failure_text(
