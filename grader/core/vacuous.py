@@ -33,17 +33,15 @@ import re
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from ..sandbox.isolation import CallTimedOut, StudentError
 from .exercise import Exercise, Informative
+from .results import CheckResult
 from .strategies import Draw
 from .student import NotImplementedYet
-
-if TYPE_CHECKING:
-    from .engine import CheckResult
 
 NO_POINTS = "Passed, but no points: {label} ignores its input ({why}), so this property holds " \
             "whatever the input and shows nothing."

@@ -57,7 +57,15 @@ from pathlib import Path
 from ..core.course import KIT_ROOT as ROOT
 from ..core.course import load
 from ..core.plural import counted
-from .bench_profile import breakdown, breakdowns, torch_import  # noqa: F401  (breakdown: bench's)
+from .bench_profile import (  # noqa: F401  (breakdown: bench's)
+    _cpu,
+    breakdown,
+    breakdowns,
+    core_submission,
+    interleaved,
+    seconds,
+    torch_import,
+)
 
 # The same figures for the kit before its workers were made to hold no answer, no torch (NumPy
 # exercises) and no way to torch's attention (commit 1740e78, measured by `make bench` on the
@@ -65,24 +73,6 @@ from .bench_profile import breakdown, breakdowns, torch_import  # noqa: F401  (b
 BEFORE = {"core": 2.6, "whole": 3.6, "class_wall": 276.0, "class_cpu": 2.35,
           "notebooks_wall": 292.0}
 
-
-def seconds(command: list[str], repeats: int = 3, cwd: Path = ROOT) -> float:
-    return interleaved({"one": (command, cwd)}, repeats)["one"]
-
-
-def interleaved(commands: dict[str, tuple[list[str], Path]], repeats: int = 3) -> dict[str, float]:
-    """The median wall seconds of each named command (run in its folder), run in turns: one
-    of each, then again, ``repeats`` times. A ratio of two of them then compares runs made
-    seconds apart, not minutes: this machine's speed drifts (``import torch`` took 1.5 s and
-    2.5 s within one hour), and a baseline measured apart from its subject misstates the ratio
-    either way."""
-    times: dict[str, list[float]] = {name: [] for name in commands}
-    for _ in range(repeats):
-        for name, (command, cwd) in commands.items():
-            start = time.perf_counter()
-            subprocess.run(command, check=True, stdout=subprocess.DEVNULL, cwd=cwd)
-            times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(values) for name, values in times.items()}
 
 
 # A class of 20, repeated: 13 correct, 4 wrong, 3 hostile (the hostile kinds rotate).
@@ -123,14 +113,6 @@ def make_class(folder: Path, size: int) -> dict[str, int]:
             path = student / name
             path.write_text(code + path.read_text())
     return kinds
-
-
-def core_submission(folder: Path) -> Path:
-    """The answer key's six core files: the 100-point assignment, without the optional bonus."""
-    folder.mkdir(parents=True)
-    for name in load().names("core"):
-        shutil.copyfile(ROOT / "solutions" / f"{name}.py", folder / f"{name}.py")
-    return folder
 
 
 # A student past the source rule (as if they had found a way): their softmax keeps sixteen
@@ -329,20 +311,6 @@ def _tree_pss(root_pid: int) -> int:
         except OSError:
             continue
     return total
-
-
-def _cpu() -> float:
-    """CPU seconds the machine has spent so far (all its processes, /proc/stat).
-
-    The children's rusage misses every worker killed in its namespace (its init dies without
-    reaping it): about a quarter of a class's CPU time. The machine's count misses nothing,
-    and on a quiet machine holds nothing else; elsewhere it is the children's rusage."""
-    try:
-        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()
-        return sum(int(f) for f in fields[1:4] + fields[6:8]) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-        return usage.ru_utime + usage.ru_stime
 
 
 def class_scale(size: int = 200, jobs: int = 2, kit: Path = ROOT) -> dict[str, float]:

@@ -17,6 +17,8 @@ import gc
 import json
 import os
 import resource
+import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -25,6 +27,9 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from ..core.course import KIT_ROOT as ROOT
+from ..core.course import load
 
 MARK = "attention-kit-breakdown: "
 # The table's rows, in order: (key, label). "interpreter" and "rest" are measured by difference.
@@ -84,6 +89,47 @@ class _Clock:
                               "its time is in the rest")
             return
         setattr(owner, name, self.timed(func, part, pair))
+
+
+def seconds(command: list[str], repeats: int = 3, cwd: Path = ROOT) -> float:
+    return interleaved({"one": (command, cwd)}, repeats)["one"]
+
+
+def interleaved(commands: dict[str, tuple[list[str], Path]], repeats: int = 3) -> dict[str, float]:
+    """The median wall seconds of each named command (run in its folder), run in turns: one
+    of each, then again, ``repeats`` times. A ratio of two of them then compares runs made
+    seconds apart, not minutes: this machine's speed drifts (``import torch`` took 1.5 s and
+    2.5 s within one hour), and a baseline measured apart from its subject misstates the ratio
+    either way."""
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    for _ in range(repeats):
+        for name, (command, cwd) in commands.items():
+            start = time.perf_counter()
+            subprocess.run(command, check=True, stdout=subprocess.DEVNULL, cwd=cwd)
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def core_submission(folder: Path) -> Path:
+    """The answer key's six core files: the 100-point assignment, without the optional bonus."""
+    folder.mkdir(parents=True)
+    for name in load().names("core"):
+        shutil.copyfile(ROOT / "solutions" / f"{name}.py", folder / f"{name}.py")
+    return folder
+
+
+def _cpu() -> float:
+    """CPU seconds the machine has spent so far (all its processes, /proc/stat).
+
+    The children's rusage misses every worker killed in its namespace (its init dies without
+    reaping it): about a quarter of a class's CPU time. The machine's count misses nothing,
+    and on a quiet machine holds nothing else; elsewhere it is the children's rusage."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()
+        return sum(int(f) for f in fields[1:4] + fields[6:8]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return usage.ru_utime + usage.ru_stime
 
 
 def _request_pair(sandbox: Any, op: str, **kwargs: Any) -> str:
@@ -199,7 +245,6 @@ def child(argv: list[str] | None = None) -> None:
 @functools.cache
 def torch_import() -> float:
     """Seconds for ``python -c "import torch"``, median of 3: measured once per run."""
-    from .bench import seconds
 
     return seconds([sys.executable, "-c", "import torch"])
 
@@ -209,7 +254,6 @@ def breakdown(folder: Path, exercises: list[str] | None = None) -> dict[str, flo
     parts timed; return the seconds of each part (``PARTS``' keys), ``total``, the CPU
     seconds of the grading process (``cpu_self``) and of the machine (``cpu_machine``), the
     score, and ``request EXERCISE OP``: the top round trips' seconds."""
-    from .bench import ROOT, _cpu
 
     command = [sys.executable, "-c",
                "from grader.integrations.bench_profile import child; child(); "
@@ -273,7 +317,6 @@ def _print(figures: dict[str, float], notes: list[str], baseline: float) -> None
 def breakdowns() -> None:
     """The three tables: the whole answer key, its six core exercises, softmax alone."""
     from ..core.plural import counted
-    from .bench import ROOT, core_submission
 
     # A student's second `make grade`: the first run recorded the examples (build/replay/).
     subprocess.run([sys.executable, "-m", "grader", "grade", str(ROOT / "solutions")],

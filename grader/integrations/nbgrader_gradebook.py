@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from ..core.course import COURSE_ENV, Course, number
-from ..core.engine import CheckResult, ExerciseResult
 from ..core.plural import counted
+from ..core.results import CheckResult, ExerciseResult
 from . import inert, kernel
 from . import notebook as nbfile
 

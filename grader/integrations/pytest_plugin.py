@@ -204,7 +204,7 @@ class Kit:
     def summary(self) -> str:
         """The score table of the exercises graded, as ``make grade`` prints it."""
         from ..core.course import number
-        from ..core.engine import SubmissionResult
+        from ..core.results import SubmissionResult
         from . import report
 
         order = self.course.names()

@@ -10,8 +10,8 @@ import json
 from typing import Any
 
 from ..core.diagnose import feedback_line
-from ..core.engine import ExerciseResult, SubmissionResult
 from ..core.plural import counted, noun
+from ..core.results import ExerciseResult, SubmissionResult
 from . import inert
 
 
