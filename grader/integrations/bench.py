@@ -491,7 +491,10 @@ def notebook_class(size: int = 200, jobs: int = 2, plain: int = 4) -> dict[str, 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m grader bench")
+    parser = argparse.ArgumentParser(
+        prog="python -m grader bench", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Time grading against a baseline measured in the same run (make bench).",
+        epilog="example:\n  python -m grader bench --class-size 40 --notebooks 0")
     parser.add_argument("--class-size", type=int, default=200)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--class-only", action="store_true", help="skip the import-ratio part")

@@ -364,8 +364,45 @@ def _trust_option(parser: argparse.ArgumentParser, what: str = "") -> None:
                              f"the answer key and the other students' files{what}")
 
 
+DESCRIPTION = """\
+Grade attention-kit submissions: one folder (grade), a class (batch, slurm, merge, report),
+or through nbgrader and Gradescope. Every command takes --course FILE (default: the kit's
+course.toml). Each command's --help shows an example."""
+
+# One example for each command's --help, as a reader would type it (tests/test_cli_help.py
+# parses each with the parser itself).
+EXAMPLES = {
+    "": "python -m grader grade exercises/",
+    "grade": "python -m grader grade exercises/ --exercise softmax",
+    "batch": "python -m grader batch submissions/ --csv grades.csv --report report/",
+    "merge": "python -m grader merge out/results --submissions submissions/ --csv grades.csv",
+    "slurm": "python -m grader slurm submissions/ --shards 8 --out /shared/grading --submit",
+    "report": "python -m grader report json/ --out report/ --submissions submissions/",
+    "stubs": "python -m grader stubs",
+    "handout": "python -m grader handout dist/handout",
+    "gradescope": "python -m grader gradescope build dist/gradescope-autograder.zip",
+    "nbgrader": "python -m grader nbgrader build build/nbgrader",
+    "nbgrader build": "python -m grader nbgrader build build/nbgrader",
+    "nbgrader files": "python -m grader nbgrader files submitted/ana/attention/attention.ipynb "
+                      "ana/",
+    "nbgrader autograde": "python -m grader nbgrader autograde --course build/nbgrader --jobs 2",
+}
+
+
+def _with_examples(parser: argparse.ArgumentParser, path: str = "") -> None:
+    """Give ``parser`` and each of its subcommands their example (``EXAMPLES``), shown as
+    written."""
+    if path in EXAMPLES:
+        parser.epilog = f"example:\n  {EXAMPLES[path]}"
+        parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                _with_examples(child, f"{path} {name}".strip())
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m grader", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m grader", description=DESCRIPTION)
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--course", metavar="FILE", default=None,
                         help="the course file (default: the kit's course.toml)")
@@ -503,6 +540,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="the benchmarks (make bench)", add_help=False)
     bench.add_argument("rest", nargs=argparse.REMAINDER)
     bench.set_defaults(func=_bench)
+    _with_examples(parser)
     return parser
 
 
