@@ -46,3 +46,46 @@ def test_bench_help_is_plain_text_with_an_example():
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and not MARKUP.search(done.stdout)
     assert "example:\n  python -m grader bench " in done.stdout
+
+
+def _grade_in_a_terminal(*argv: str) -> tuple[str, str]:
+    """``python -m grader grade ...`` with stderr on a terminal (a pseudo-terminal): what it
+    printed there, and on stdout."""
+    import os
+    import pty
+
+    master, slave = pty.openpty()
+    try:
+        done = subprocess.run([sys.executable, "-m", "grader", "grade", *argv],
+                              stdout=subprocess.PIPE, stderr=slave, text=True, timeout=600)
+    finally:
+        os.close(slave)
+    err = b""
+    while True:
+        try:
+            chunk = os.read(master, 1 << 16)
+        except OSError:  # the other end closed
+            break
+        if not chunk:
+            break
+        err += chunk
+    os.close(master)
+    return err.decode(), done.stdout
+
+
+def test_grade_in_a_terminal_prints_each_exercise_as_it_is_graded():
+    """A student watching `make grade` saw nothing until every exercise was graded (issue 39);
+    now a line for each as it finishes, on stderr, with the time so far. The report on stdout
+    is the one a log or a pipe gets, which sees no such line."""
+    from submission_tools import KIT
+
+    key = str(KIT / "solutions")
+    err, out = _grade_in_a_terminal(key, "--exercise", "softmax", "--exercise", "heads")
+    lines = err.replace("\r\n", "\n").splitlines()
+    assert sorted(line.split(" (")[0] for line in lines) == [
+        "graded heads: 10 / 10", "graded softmax: 15 / 15"], err
+    assert all(re.fullmatch(r"graded \w+: [\d.]+ / [\d.]+ \(\d+ s\)", line) for line in lines)
+    piped = subprocess.run([sys.executable, "-m", "grader", "grade", key, "--exercise",
+                            "softmax", "--exercise", "heads"], capture_output=True, text=True,
+                           timeout=600)
+    assert piped.stdout == out and "graded" not in piped.stderr

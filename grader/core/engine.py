@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -370,11 +371,13 @@ def grade_submission(
     key_folder: str | os.PathLike[str] | None = DEFAULT_KEY,
     limits: Limits = Limits(),
     jobs: int = 1,
+    progress: Callable[[ExerciseResult], None] | None = None,
 ) -> SubmissionResult:
     """Grade the folder ``path``: the course's enabled exercises (or ``exercises``), core ones
     always, bonus ones when their file is there. The workers see the interpreter and their
     copy of this submission, nothing else (``grader.sandbox.confine.private_view``). ``jobs``
-    exercises are graded side by side (``grader.core.lanes``), with the same results."""
+    exercises are graded side by side (``grader.core.lanes``), with the same results.
+    ``progress`` is given each exercise's result as it is graded, in no set order."""
     course = course or load()
     source = Path(path)
     if not source.is_dir():
@@ -414,7 +417,8 @@ def grade_submission(
         attempted = [e.name for e in chosen if (copy / e.filename).is_file()]
         framework = {e.name: e.framework for e in chosen}
         results = lanes.graded(attempted, grade, jobs, _rebuilt,
-                               ready=lambda name: zygotes.ready(framework[name]))
+                               ready=lambda name: zygotes.ready(framework[name]),
+                               finished=lambda name, result: progress and progress(result))
         results = {e.name: results[e.name] if e.name in results else grade(e.name)
                    for e in chosen}
     for result in results.values():

@@ -113,16 +113,25 @@ class _Lane:
 
 def graded(names: list[str], grade: Callable[[str], Any], lanes: int,
            rebuild: Callable[[dict[str, Any]], Any],
-           ready: Callable[[str], bool] = lambda name: True) -> dict[str, Any]:
+           ready: Callable[[str], bool] = lambda name: True,
+           finished: Callable[[str, Any], None] = lambda name, result: None,
+           ) -> dict[str, Any]:
     """``grade(name)`` for each of ``names``, ``lanes`` at a time, in forked children that
     each grade one exercise after another (a fork costs every page the child then writes:
     one per lane, not one per exercise); returns the results by name. ``rebuild`` makes a
     result again from its fields (``dataclasses.asdict``). With one lane, or one name, it
     grades here, one after another. A free lane takes the first name that is ``ready`` (its
     zygote done with its imports), so that no lane waits for torch while a NumPy exercise
-    could be graded, the longest first (``longest_first``)."""
+    could be graded, the longest first (``longest_first``). ``finished(name, result)`` is
+    called here as each exercise's result arrives (grade's progress lines)."""
+
+    def graded_here(name: str) -> Any:
+        result = grade(name)
+        finished(name, result)
+        return result
+
     if lanes <= 1 or len(names) <= 1:
-        return {name: grade(name) for name in names}
+        return {name: graded_here(name) for name in names}
     # The objects made so far are the parent's, and a child only reads them: kept out of the
     # collector's passes, which would otherwise touch (and so copy) every page of them in
     # every child.
@@ -175,12 +184,13 @@ def graded(names: list[str], grade: Callable[[str], Any], lanes: int,
                     continue
                 results[name] = rebuild(found["result"])
                 replay.adopt(found["recordings"])
+                finished(name, results[name])
     finally:
         for lane in running:  # done, or interrupted: no child outlives us
             _stop(lane, kill=bool(lane.name))
     cgroups.sweep()  # the groups of a lane that ended before it could remove them
     for name in again:
-        results[name] = grade(name)
+        results[name] = graded_here(name)
     return {name: results[name] for name in names}
 
 

@@ -12,6 +12,7 @@ import json
 import os
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -47,6 +48,20 @@ def _isolation(found: Any, trusted: bool = False) -> str:
     return "\n".join(lines)
 
 
+def _progress() -> Any:
+    """A line on stderr as each exercise is graded, for a student watching a terminal (a grade
+    takes minutes on a slow machine): its score and the time so far. The report after it is
+    the same; where stderr is not a terminal (a log, a test), nothing is printed."""
+    from ..core.course import number
+
+    start = time.monotonic()
+
+    def done(result: Any) -> None:
+        print(f"graded {result.name}: {number(result.score)} / {number(result.max_score)} "
+              f"({time.monotonic() - start:.0f} s)", file=sys.stderr, flush=True)
+    return done
+
+
 def _grade(args: argparse.Namespace) -> int:
     from ..problems import frameworks
     from ..sandbox import isolation, node
@@ -71,6 +86,7 @@ def _grade(args: argparse.Namespace) -> int:
             limits=_limits(args),
             exercises=args.exercise or None,
             jobs=args.jobs if args.jobs is not None else lanes.default_lanes(),
+            progress=_progress() if sys.stderr.isatty() else None,
         )
     except (engine.BadSubmission, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
