@@ -8,6 +8,7 @@ ASSIGNMENT ?= attention
 JOBS ?=
 AGAINST ?=
 EXERCISE ?=
+DEMO ?= demo-class
 COURSE_FILE ?=
 COURSE_FLAG := $(if $(COURSE_FILE),--course $(COURSE_FILE))
 CORE := $(VENV)/.installed-core
@@ -19,7 +20,7 @@ PYTHON_OK = $(shell $(PYTHON) -c 'import sys; print(sys.version_info >= (3, 11))
 CHECK_PYTHON = $(if $(filter True,$(PYTHON_OK)),,$(error attention-kit needs Python 3.11 or \
 newer, and $(PYTHON) is $(or $(PYTHON_VERSION),not found): run make PYTHON=python3.11 (or newer)))
 
-.PHONY: grade answer-key test test-slurm slurm-install bench stubs zoo nbgrader \
+.PHONY: grade answer-key test test-slurm slurm-install bench stubs zoo demo-class nbgrader \
 	nbgrader-autograde handout gradescope gpu-check lint clean
 
 $(CORE): pyproject.toml requirements.lock
@@ -81,6 +82,11 @@ bench: $(DEV)
 ##        the entries of that exercise only (make zoo EXERCISE=rope)
 zoo: $(CORE)
 	$(PY) tests/zoo/matrix.py $(if $(EXERCISE),--exercise $(EXERCISE))
+
+## demo-class: write a small class to try batch and its report on, in $(DEMO) (default
+##        demo-class/): correct, wrong, a hang, a file that cannot load, a copied pair, a stub
+demo-class: $(CORE)
+	$(PY) tests/demo_class.py $(DEMO)
 
 ## stubs: regenerate exercises/ from solutions/
 stubs: $(CORE)
