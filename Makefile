@@ -12,6 +12,13 @@ DEMO ?= demo-class
 COURSE_FILE ?=
 COURSE_FLAG := $(if $(COURSE_FILE),--course $(COURSE_FILE))
 CORE := $(VENV)/.installed-core
+# torch: on Linux the CPU build, from PyTorch's CPU wheel index (PyPI's Linux wheel is the CUDA
+# build, gigabytes more); make grade TORCH=cuda installs PyPI's CUDA build instead. macOS
+# wheels are CPU builds either way. Where the index cannot be reached (this machine's local
+# wheels, CI), pip takes the pinned torch from the indexes it is configured with.
+TORCH ?= cpu
+TORCH_INDEX := $(if $(and $(filter cpu,$(TORCH)),$(filter Linux,$(shell uname -s))),\
+	--extra-index-url https://download.pytorch.org/whl/cpu)
 DEV := $(VENV)/.installed-dev
 # The pinned NumPy needs Python 3.11 or newer: on an older one, stop before creating .venv
 # with one line that says so (evaluated only when .venv is to be made).
@@ -20,13 +27,13 @@ PYTHON_OK = $(shell $(PYTHON) -c 'import sys; print(sys.version_info >= (3, 11))
 CHECK_PYTHON = $(if $(filter True,$(PYTHON_OK)),,$(error attention-kit needs Python 3.11 or \
 newer, and $(PYTHON) is $(or $(PYTHON_VERSION),not found): run make PYTHON=python3.11 (or newer)))
 
-.PHONY: grade answer-key test test-slurm slurm-install bench stubs zoo demo-class nbgrader \
+.PHONY: grade answer-key test test-slurm slurm-install bench stubs zoo demo-class docs nbgrader \
 	nbgrader-autograde handout gradescope gpu-check lint clean
 
 $(CORE): pyproject.toml requirements.lock
 	$(CHECK_PYTHON)
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.lock
+	$(PY) -m pip install --quiet --disable-pip-version-check $(TORCH_INDEX) -r requirements.lock
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	touch $@
 
@@ -83,6 +90,10 @@ bench: $(DEV)
 zoo: $(CORE)
 	$(PY) tests/zoo/matrix.py $(if $(EXERCISE),--exercise $(EXERCISE))
 
+## docs: build docs/ as a site in build/site/ (mkdocs, strict: a broken link or anchor fails)
+docs: $(DEV)
+	$(PY) -m mkdocs build --strict --quiet --site-dir build/site
+
 ## demo-class: write a small class to try batch and its report on, in $(DEMO) (default
 ##        demo-class/): correct, wrong, a hang, a file that cannot load, a copied pair, a stub
 demo-class: $(CORE)
@@ -110,7 +121,8 @@ handout: $(CORE)
 gradescope: $(CORE)
 	$(PY) -m grader gradescope build $(COURSE_FLAG)
 
-## gpu-check: on a machine with CUDA, grade the key and a CPU-only mha on cuda (exit 2 without)
+## gpu-check: on a machine with CUDA, grade the key and a CPU-only mha on cuda (exit 2 without;
+##        it needs torch's CUDA build: make gpu-check TORCH=cuda in a fresh .venv)
 gpu-check: $(CORE)
 	$(PY) -m grader.integrations.gpu_check
 

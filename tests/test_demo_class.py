@@ -18,7 +18,8 @@ def test_the_demo_class_grades_as_its_guide_says(tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "grader", "batch", str(tmp_path / "demo"), "--csv",
          str(tmp_path / "grades.csv"), "--json-dir", str(tmp_path / "json"), "--report",
-         str(tmp_path / "report"), "--call-timeout", "0.5"], cwd=KIT, capture_output=True, text=True, timeout=900)
+         str(tmp_path / "report"), "--call-timeout", "0.5"],
+        cwd=KIT, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr
     with (tmp_path / "grades.csv").open() as handle:
         rows = {r["student"]: r for r in csv.DictReader(handle)}

@@ -1,12 +1,13 @@
-"""The README's report examples are the real report: each block marked
+"""The report examples in the README and docs/*.md are the real report: each block marked
 ``<!-- report: ZOO_ENTRY EXERCISE -->`` is a run of lines, exactly as ``python -m grader grade``
 prints them, for that zoo entry graded on that exercise. And its counts and tables are the
 course's: each span ``<!-- course: KEY -->...<!-- /course -->`` holds ``generated()[KEY]``
 (a key starting with a capital: the same, capitalised), so adding an exercise cannot leave
 "six optional exercises" or "60 points" behind.
 
-``python tests/test_readme.py`` rewrites the marked blocks from the real report (the whole
-report but its first line; trim a block by hand afterwards, keeping whole lines in order) and
+``python tests/test_readme.py`` rewrites, in every one of those files, the marked blocks from
+the real report (the whole report but its first line; trim a block by hand afterwards, keeping
+whole lines in order) and
 the spans from the course.
 """
 
@@ -22,7 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import pytest  # noqa: E402
 from zoo.catalog import BY_NAME, build  # noqa: E402
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+KIT = Path(__file__).resolve().parent.parent
+README = KIT / "README.md"
+DOCS = [README, *sorted((KIT / "docs").glob("*.md"))]  # every file the spans and blocks may be in
 BLOCK = re.compile(r"<!-- report: (?P<entry>\w+) (?P<exercise>\w+) -->\n```\n(?P<text>.*?)```\n",
                    re.S)
 
@@ -33,7 +36,7 @@ WORDS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "
 
 
 def generated() -> dict[str, str]:
-    """What each README span says, from the kit's course and its zoo."""
+    """What each span says, from the kit's course and its zoo."""
     from zoo.catalog import CORRECT, NAMED, WRONG
 
     from grader.core.course import load, number
@@ -67,8 +70,8 @@ def span_text(key: str) -> str:
     return text[:1].upper() + text[1:] if key[:1].isupper() else text
 
 
-def test_the_readmes_counts_and_tables_are_the_courses():
-    spans = list(SPAN.finditer(README.read_text()))
+def test_the_docs_counts_and_tables_are_the_courses():
+    spans = [span for path in DOCS for span in SPAN.finditer(path.read_text())]
     assert {s["key"].lower() for s in spans} == set(generated())
     for span in spans:
         assert span["text"] == span_text(span["key"]), span["key"]
@@ -86,10 +89,10 @@ def real_report(entry: str, exercise: str) -> str:
 
 
 def blocks() -> list[re.Match]:
-    return list(BLOCK.finditer(README.read_text()))
+    return [block for path in DOCS for block in BLOCK.finditer(path.read_text())]
 
 
-def test_the_readme_has_report_examples():
+def test_the_docs_have_report_examples():
     assert len(blocks()) >= 2
 
 
@@ -102,13 +105,15 @@ def test_each_report_example_is_lines_of_the_real_report(block):
 
 
 def rewrite() -> None:
-    text = SPAN.sub(lambda s: f"<!-- course: {s['key']} -->{span_text(s['key'])}<!-- /course -->",
-                    README.read_text())
-    for block in reversed(list(BLOCK.finditer(text))):
-        fresh = real_report(block["entry"], block["exercise"])
-        head = f"<!-- report: {block['entry']} {block['exercise']} -->\n```\n"
-        text = text[:block.start()] + head + fresh + "```\n" + text[block.end():]
-    README.write_text(text)
+    for path in DOCS:
+        text = SPAN.sub(
+            lambda s: f"<!-- course: {s['key']} -->{span_text(s['key'])}<!-- /course -->",
+            path.read_text())
+        for block in reversed(list(BLOCK.finditer(text))):
+            fresh = real_report(block["entry"], block["exercise"])
+            head = f"<!-- report: {block['entry']} {block['exercise']} -->\n```\n"
+            text = text[:block.start()] + head + fresh + "```\n" + text[block.end():]
+        path.write_text(text)
 
 
 if __name__ == "__main__":

@@ -31,6 +31,9 @@ def main() -> int:
 
     if not torch.cuda.is_available():
         print("gpu-check: no CUDA device here (torch.cuda.is_available() is False)")
+        if torch.version.cuda is None:  # make's default on Linux is torch's CPU build
+            print(f"gpu-check: this torch ({torch.__version__}) is a CPU build: on a machine with "
+                  "a GPU, rm -rf .venv && make gpu-check TORCH=cuda")
         return 2
     print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, "
           f"{torch.cuda.get_device_name(0)}; devices graded: {engine.available_devices()}")

@@ -57,6 +57,11 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 EXERCISE ?=
+# torch: on Linux the CPU build, from PyTorch's CPU wheel index (PyPI's Linux wheel is the CUDA
+# build, gigabytes more); make grade TORCH=cuda installs that one instead.
+TORCH ?= cpu
+TORCH_INDEX := $(if $(and $(filter cpu,$(TORCH)),$(filter Linux,$(shell uname -s))),\\
+	--extra-index-url https://download.pytorch.org/whl/cpu)
 # The pinned NumPy needs Python 3.11 or newer: stop with one line on an older one.
 PYTHON_VERSION = $(shell $(PYTHON) -c 'import sys; print(sys.version.split()[0])' 2>/dev/null)
 PYTHON_OK = $(shell $(PYTHON) -c 'import sys; print(sys.version_info >= (3, 11))' 2>/dev/null)
@@ -68,7 +73,7 @@ and $(PYTHON) is $(or $(PYTHON_VERSION),not found): run make PYTHON=python3.11 (
 $(VENV)/.installed: pyproject.toml requirements.lock
 \t$(CHECK_PYTHON)
 \t$(PYTHON) -m venv $(VENV)
-\t$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.lock
+\t$(PY) -m pip install --quiet --disable-pip-version-check $(TORCH_INDEX) -r requirements.lock
 \t$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
 \ttouch $@
 
