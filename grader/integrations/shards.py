@@ -14,9 +14,10 @@ A task writes, as each student is done, ``RESULTS/<student>.json`` (graded stude
 ``batch --json-dir`` does) and then the row itself, ``RESULTS/.shards/rows/<student>.json``
 (every student: the row exactly as ``batch`` holds it, and the shard that graded it), each
 replaced whole, never half written. ``python -m grader merge RESULTS --submissions DIR`` reads
-the rows back in DIR's order: the same rows as one ``batch`` over DIR, which the same code then
-writes (``cli.write_class``), so the files are byte-identical. A student with no row keeps one
-that says so, ``not graded: no result (shard K of N)``: rerun that shard, merge again.
+the rows back in DIR's order: the same rows as one ``batch`` over DIR, which the same code
+then writes (``class_commands.write_class``), so the files are byte-identical. A student with
+no row keeps one that says so, ``not graded: no result (shard K of N)``: rerun that shard,
+merge again.
 """
 
 from __future__ import annotations
