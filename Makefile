@@ -14,7 +14,8 @@ COURSE_FLAG := $(if $(COURSE_FILE),--course $(COURSE_FILE))
 CORE := $(VENV)/.installed-core
 # torch: on Linux the CPU build, from PyTorch's CPU wheel index (PyPI's Linux wheel is the CUDA
 # build, gigabytes more); make grade TORCH=cuda installs PyPI's CUDA build instead. macOS
-# wheels are CPU builds either way. Where the index cannot be reached (this machine's local
+# wheels are CPU builds either way. Only torch is looked up there (its dependencies and the rest
+# come from the usual index after it); where that index cannot be reached (this machine's local
 # wheels, CI), pip takes the pinned torch from the indexes it is configured with.
 TORCH ?= cpu
 TORCH_INDEX := $(if $(and $(filter cpu,$(TORCH)),$(filter Linux,$(shell uname -s))),\
@@ -33,7 +34,9 @@ newer, and $(PYTHON) is $(or $(PYTHON_VERSION),not found): run make PYTHON=pytho
 $(CORE): pyproject.toml requirements.lock
 	$(CHECK_PYTHON)
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check $(TORCH_INDEX) -r requirements.lock
+	$(if $(TORCH_INDEX),$(PY) -m pip install --quiet --disable-pip-version-check --retries 2 \
+		--no-deps $(TORCH_INDEX) $(shell grep '^torch==' requirements.lock))
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.lock
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	touch $@
 

@@ -73,7 +73,9 @@ and $(PYTHON) is $(or $(PYTHON_VERSION),not found): run make PYTHON=python3.11 (
 $(VENV)/.installed: pyproject.toml requirements.lock
 \t$(CHECK_PYTHON)
 \t$(PYTHON) -m venv $(VENV)
-\t$(PY) -m pip install --quiet --disable-pip-version-check $(TORCH_INDEX) -r requirements.lock
+\t$(if $(TORCH_INDEX),$(PY) -m pip install --quiet --disable-pip-version-check --retries 2 \\
+\t\t--no-deps $(TORCH_INDEX) $(shell grep '^torch==' requirements.lock))
+\t$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.lock
 \t$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
 \ttouch $@
 
