@@ -86,7 +86,7 @@ slurm-install:
 ##        on the same notebooks); then the class of 200 as files (batch). AGAINST=DIR (another
 ##        checkout of the kit) measures its key ratios and its class in the same run
 bench: $(DEV)
-	$(PY) -m grader bench $(if $(AGAINST),--against $(AGAINST))
+	$(PY) -m tools.bench $(if $(AGAINST),--against $(AGAINST))
 
 ## zoo: grade the bug zoo (tests/zoo) and print the entry x exercise matrix; EXERCISE=NAME:
 ##        the entries of that exercise only (make zoo EXERCISE=rope)
@@ -127,7 +127,7 @@ gradescope: $(CORE)
 ## gpu-check: on a machine with CUDA, grade the key and a CPU-only mha on cuda (exit 2 without;
 ##        it needs torch's CUDA build: make gpu-check TORCH=cuda in a fresh .venv)
 gpu-check: $(CORE)
-	$(PY) -m grader.integrations.gpu_check
+	$(PY) -m tools.gpu_check
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .hypothesis

@@ -1,3 +1,3 @@
-from .integrations.cli import leave, main
+from .integrations.routes.cli import leave, main
 
 leave(main())

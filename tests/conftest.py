@@ -26,12 +26,19 @@ def key_result():
 
 
 @pytest.fixture(scope="session")
-def zoo_results():
+def zoo_graded():
     """Every zoo entry graded once per test session (``zoo.catalog.grade_many``): entry ->
-    exercise -> ExerciseResult. The zoo's tests and the pytest plugin's read the same grades."""
+    SubmissionResult. The zoo's tests, the pytest plugin's and the golden outputs' read the
+    same grades."""
     from zoo.catalog import ENTRIES, grade_many
 
-    return {name: result.results for name, result in grade_many(ENTRIES, processes=2).items()}
+    return grade_many(ENTRIES, processes=2)
+
+
+@pytest.fixture(scope="session")
+def zoo_results(zoo_graded):
+    """``zoo_graded``'s results by exercise: entry -> exercise -> ExerciseResult."""
+    return {name: result.results for name, result in zoo_graded.items()}
 
 
 @pytest.fixture(scope="session")
@@ -65,3 +72,15 @@ def isolated_course(nbgrader_base: Path, released_course: Path) -> tuple[Path, s
     import nbgrader_tools
 
     return nbgrader_tools.isolated_course(nbgrader_base, released_course)
+
+
+@pytest.fixture(scope="session")
+def golden_class(tmp_path_factory) -> dict[str, str]:
+    """The golden class (``tests/golden.py``) graded once per session by ``batch`` with a roster
+    and both exports, then reported again from its JSON: every file written, by golden name.
+    The demo class's test and the golden outputs' read the same files."""
+    import golden
+
+    folder = tmp_path_factory.mktemp("golden-class")
+    golden.write_class(folder)
+    return golden.class_outputs(folder)

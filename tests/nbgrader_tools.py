@@ -25,7 +25,7 @@ from pathlib import Path
 
 from submission_tools import BONUS, CORE, SOLUTIONS, grader_command
 
-from grader.integrations import kernel, notebook
+from grader.integrations.routes import kernel, notebook
 
 RELEASE = Path("release/attention/attention.ipynb")
 SOURCE = Path("source/attention/attention.ipynb")
@@ -346,7 +346,7 @@ def structure(course: Path) -> dict[str, list]:
 
 def key_lines() -> set[str]:
     """Lines of the answer key that the release does not show (inside SOLUTION markers)."""
-    from grader.integrations.stubs import BEGIN, END
+    from grader.integrations.routes.stubs import BEGIN, END
 
     lines, inside = set(), False
     for path in sorted(SOLUTIONS.glob("*.py")):

@@ -48,7 +48,7 @@ def tree_digest(*roots: Path) -> dict[str, str]:
 # dispatcher, the grading process) run through it. In-process, ``rule_off(monkeypatch)``.
 RULE_OFF = ("import sys; from grader.core import engine; "
             "engine._verdict = lambda *args, **kwargs: None; "
-            "from grader.integrations.cli import main; sys.exit(main(sys.argv[1:]))")
+            "from grader.integrations.routes.cli import main; sys.exit(main(sys.argv[1:]))")
 
 
 def grader_command(python: str | Path, *args: str, rule: bool = True) -> list[str]:

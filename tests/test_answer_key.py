@@ -5,7 +5,7 @@ from __future__ import annotations
 from submission_tools import BONUS, CORE, COURSE, EXERCISES, SOLUTIONS, STUBS, checks_for
 
 from grader.core import engine
-from grader.integrations import report
+from grader.integrations.outputs import report
 
 
 def test_points_add_up_to_the_rubric():

@@ -80,7 +80,8 @@ def test_a_graders_failing_runs_are_followed_by_the_graders_forked_after_it(tmp_
     after it follow them (and so keep none of their own). All three are told the same."""
     from grader.core import replay
     from grader.core.course import load
-    from grader.integrations import batch as batches
+    from grader.integrations.outputs import report
+    from grader.integrations.routes import batch as batches
 
     unscaled = (KIT / "solutions" / "attention.py").read_text().replace(" / np.sqrt(d_k)", "", 1)
     for name in ("student-1@uni.edu", "student-2@uni.edu", "student-3@uni.edu"):
@@ -101,7 +102,8 @@ def test_a_graders_failing_runs_are_followed_by_the_graders_forked_after_it(tmp_
     finally:
         replay.forget()
     assert [row.scores["attention"] for row in rows] == [rows[0].scores["attention"]] * 3 < [20]
-    told = {json.dumps(row.results, sort_keys=True).replace(row.student, "S") for row in rows}
+    told = {json.dumps(report.to_json(row.result, include_output=True), sort_keys=True)
+            .replace(row.student, "S") for row in rows}
     assert len(told) == 1
 
 
@@ -113,7 +115,7 @@ def test_a_broken_runs_file_adds_nothing_and_stops_nothing(tmp_path, monkeypatch
     import pickle
 
     from grader.core import replay
-    from grader.integrations import batch as batches
+    from grader.integrations.routes import batch as batches
 
     class Payload:
         def __reduce__(self):

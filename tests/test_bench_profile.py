@@ -1,4 +1,4 @@
-"""The bench's breakdown (``grader.integrations.bench_profile``): its bookkeeping, on a clock
+"""The bench's breakdown (``tools.bench_profile``): its bookkeeping, on a clock
 that only moves when told to (the bench itself is not a test)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import types
 
 import pytest
 
-from grader.integrations import bench_profile
+from tools import bench_profile
 
 
 @pytest.fixture

@@ -13,8 +13,8 @@ from submission_tools import COURSE, EXERCISES, checks_for
 from zoo.catalog import BY_NAME as ZOO
 
 from grader.core import engine
-from grader.integrations import report
-from grader.integrations.stubs import stub_sources
+from grader.integrations.outputs import report
+from grader.integrations.routes.stubs import stub_sources
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -281,8 +281,8 @@ def test_every_limit_is_stated_as_enforced():
     (5 s in a torch exercise), and --timeout's "wall seconds per exercise" counted the calls
     stopped at their own limit."""
     from grader.core.course import load
-    from grader.integrations import handout
-    from grader.integrations.cli import build_parser
+    from grader.integrations.routes import handout
+    from grader.integrations.routes.cli import build_parser
 
     readme = " ".join(handout.readme(load()).split())
     assert "(60 s limit)" not in readme
@@ -301,7 +301,7 @@ def test_every_limit_is_stated_as_enforced():
     # loading is one call (on 4e1a685: "it was saved and will be graded all the same").
     import pytest
 
-    from grader.integrations import kernel
+    from grader.integrations.routes import kernel
 
     with pytest.raises(TimeoutError) as stopped, kernel._time_limit(0.05):
         while True:

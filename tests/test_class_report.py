@@ -22,8 +22,8 @@ import pytest
 from browser_tools import Browser, ensure_chromium, find_chromium, save
 from submission_tools import COURSE, KIT
 
-from grader.integrations import class_report, exports
-from grader.integrations.bench import WRONG, make_class
+from grader.integrations.outputs import class_report, exports
+from tools.bench import WRONG, make_class
 
 SIZE = 200
 SCREENSHOTS = KIT / "build" / "screenshots"

@@ -174,7 +174,8 @@ def test_grades_and_a_batch_under_a_swapping_link_show_no_byte_of_the_canary(sha
     CSV or captured output. (heads.py scores 0 where leak.py was left out: it imports a
     module the submission does not hold.)"""
     from grader.core.course import load
-    from grader.integrations import batch, class_report, report
+    from grader.integrations.outputs import class_report, exports, report
+    from grader.integrations.routes import batch
 
     path, text = canary
     owner = STUDENT if STUDENT in owners() else None
@@ -198,7 +199,7 @@ def test_grades_and_a_batch_under_a_swapping_link_show_no_byte_of_the_canary(sha
                       str(report.to_json(result, include_output=True))]
         rows = batch.run(classroom, jobs=2, course=course, progress=None)
     out = tmp_path / "out"
-    batch.write_csv(rows, out / "grades.csv", course)
+    exports.write_grades(rows, out / "grades.csv", course)
     batch.write_json(rows, out / "json")
     class_report.build(rows, course, out / "report")
     assert [(r.student, r.status, r.scores["softmax"]) for r in rows] == [
@@ -308,7 +309,7 @@ def write_notebook(path: Path, marker: str) -> None:
     """The kit's core notebook, its heads cell saying ``marker``."""
     import json
 
-    from grader.integrations import notebook
+    from grader.integrations.routes import notebook
 
     nb = notebook.notebook(track="core")
     for cell in nb["cells"]:
@@ -322,8 +323,8 @@ def test_nbgrader_reads_neither_a_linked_notebook_nor_a_linked_timestamp(shared,
     ``timestamp.txt`` a link to the canary. On 4e1a685 the first was graded as this
     student's, and the second copied into ``autograded/`` (which ``generate_feedback`` hands
     back to the student). Now the notebook is "missing" and the timestamp none."""
-    from grader.integrations.nbgrader_autograde import read_submission
-    from grader.integrations.nbgrader_gradebook import Layout, Submission
+    from grader.integrations.routes.nbgrader_autograde import read_submission
+    from grader.integrations.routes.nbgrader_gradebook import Layout, Submission
 
     path, _ = canary
     layout = Layout("attention", ["softmax", "heads"], {}, None)
@@ -349,7 +350,7 @@ def test_a_notebook_that_is_a_pipe_or_a_link_is_not_one(shared, canary):
     that never came) nor follows a link."""
     import threading
 
-    from grader.integrations import notebook
+    from grader.integrations.routes import notebook
 
     path, _ = canary
     pipe, link = shared / "pipe.ipynb", shared / "link.ipynb"
@@ -379,7 +380,7 @@ def test_gradescope_reads_the_upload_as_every_route_copies_it(shared, canary, tm
     import json
     import threading
 
-    from grader.integrations import gradescope
+    from grader.integrations.routes import gradescope
 
     root = tmp_path / "autograder"
     (root / "source").mkdir(parents=True)

@@ -17,7 +17,7 @@ from submission_tools import COURSE, EXERCISES, KIT, SOLUTIONS, make_submission
 
 from grader.core import engine
 from grader.core.course import COURSE_ENV, CourseError, apportion, load
-from grader.integrations import gradescope, kernel, notebook, stubs
+from grader.integrations.routes import gradescope, kernel, notebook, stubs
 
 # The attention answer computed in float32 on float64 input: wrong at the default float64
 # tolerance, right when the course accepts float32 accuracy.

@@ -7,7 +7,7 @@ import json
 from submission_tools import SOLUTIONS, make_submission
 
 from grader.core import engine
-from grader.integrations import report
+from grader.integrations.outputs import report
 
 
 def test_two_runs_give_identical_json(tmp_path):

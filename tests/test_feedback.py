@@ -15,7 +15,7 @@ from submission_tools import KIT, SOLUTIONS, make_submission
 
 from grader.core import engine
 from grader.core.assertions import CheckFailed, assert_close, assert_shape, fmt, fmt_pair
-from grader.integrations import handout
+from grader.integrations.routes import handout
 
 
 def failure(call) -> CheckFailed:

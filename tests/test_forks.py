@@ -65,7 +65,7 @@ def test_a_zygote_for_a_class_is_in_huge_pages_and_one_for_a_single_grade_is_not
 
 
 def test_a_batch_asks_for_zygotes_for_a_class(monkeypatch):
-    from grader.integrations import batch
+    from grader.integrations.routes import batch
 
     asked = []
     monkeypatch.setattr(batch.isolation, "start_zygote", lambda *a, **k: asked.append(k))
@@ -74,8 +74,8 @@ def test_a_batch_asks_for_zygotes_for_a_class(monkeypatch):
 
 
 def test_the_bench_times_workers_from_both_zygotes_and_puts_the_run_s_back(capsys):
-    from grader.integrations import bench
     from grader.sandbox import zygotes
+    from tools import bench
 
     before = zygotes._ZYGOTES.get("torch")
     figures = bench.fork_cost(workers=3, rounds=1)

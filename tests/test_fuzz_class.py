@@ -29,8 +29,9 @@ from submission_tools import SOLUTIONS, make_submission
 from test_class_run import one_exercise_course
 
 from grader.core import course as course_module
-from grader.integrations import batch, class_report, exports, gradescope, inert, notebook
-from grader.integrations.batch import Row
+from grader.core.results import CheckResult, ExerciseResult, StudentRecord, SubmissionResult
+from grader.integrations.outputs import class_report, exports, inert
+from grader.integrations.routes import batch, gradescope, notebook
 from grader.sandbox import protocol
 from grader.sandbox.isolation import StudentError, printable
 
@@ -82,9 +83,9 @@ def one_exercise(tmp_path_factory):
     return course, ada
 
 
-def check_outputs(rows: list[Row], course, out: Path) -> None:
+def check_outputs(rows: list[StudentRecord], course, out: Path) -> None:
     """Every file a class run writes can be written from ``rows`` and holds inert text."""
-    batch.write_csv(rows, out / "grades.csv", course)
+    exports.write_grades(rows, out / "grades.csv", course)
     batch.write_json(rows, out / "json")
     class_report.build(rows, course, out / "report")
     roster = exports.Roster(list(exports.ROSTER_COLUMNS), [
@@ -148,18 +149,16 @@ def rows_of_a_class(draw):
     rows = []
     for student in students:
         status = draw(statuses)
-        graded = status == "graded"
-        results = {"score": 1, "tests": [{"name": "kv_cache: " + draw(surrogate_text),
-                                          "status": draw(st.sampled_from(["passed", "failed"])),
-                                          "max_score": 1, "tags": ["kv_cache"]}],
-                   "extra_data": {"exercises": {"kv_cache": {
-                       "score": 1, "max_score": 15,
-                       "misconceptions": draw(st.lists(surrogate_text, max_size=2))}},
-                       "bonus": {}},
-                   "instructor": {"errors": {"kv_cache": draw(surrogate_text)},
-                                  "output": {"kv_cache": draw(surrogate_text)}}}
-        rows.append(Row(student, status, {"kv_cache": 1} if graded else {},
-                        1 if graded else None, {}, results if graded else None))
+        passed = draw(st.booleans())
+        check = CheckResult("kv_cache", draw(surrogate_text), draw(surrogate_text),
+                            1 if passed else 0, 1, False, passed, draw(surrogate_text))
+        graded = ExerciseResult("kv_cache", 15, checks=[check],
+                                error=draw(st.none() | surrogate_text),
+                                misconceptions=draw(st.lists(surrogate_text, max_size=2)),
+                                output=draw(surrogate_text))
+        result = SubmissionResult(student, {"kv_cache": graded}, True)
+        rows.append(StudentRecord(student, status, result=result if status == "graded"
+                                  else None))
     return sorted(rows, key=lambda r: r.student)
 
 
@@ -223,7 +222,8 @@ def test_any_roster_is_read_or_refused_with_a_reason(text):
         except exports.RosterError as error:
             assert str(path) in str(error)
             return
-        rows = [Row("ada", "graded", {"kv_cache": 15}, 15, {}, None)]
+        rows = [StudentRecord("ada", "graded", result=SubmissionResult("ada", {
+            "kv_cache": ExerciseResult("kv_cache", 15)}, True))]
         found = exports.match(roster, rows)
         exports.write_csv(found, Path(tmp) / "out.csv", course_module.load())
 

@@ -13,7 +13,7 @@ import zipfile
 from submission_tools import KIT, SOLUTIONS
 
 from grader.core.course import number
-from grader.integrations import gradescope, notebook
+from grader.integrations.routes import gradescope, notebook
 
 TEST_KEYS = {"name", "score", "max_score", "status", "output", "tags", "visibility"}
 

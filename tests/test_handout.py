@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from submission_tools import BONUS, CORE, EXERCISES, SOLUTIONS, checks_for
 
-from grader.integrations import handout
+from grader.integrations.routes import handout
 
 WORD = re.compile(r"[A-Za-z_]\w*|\d[\w.]*|\"[^\"]*\"|'[^']*'")  # names, numbers, strings
 REGION = re.compile(r"^[ \t]*### BEGIN SOLUTION[ \t]*\n(.*?)^[ \t]*### END SOLUTION", re.M | re.S)

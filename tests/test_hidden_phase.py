@@ -27,7 +27,8 @@ from submission_tools import EXERCISES, SOLUTIONS, make_submission
 
 from grader.core import engine
 from grader.core.vacuous import InformativeCalls
-from grader.integrations import gradescope, kernel, report
+from grader.integrations.outputs import report
+from grader.integrations.routes import gradescope, kernel
 from grader.sandbox.isolation import TRUNCATED, Limits
 
 KEY = (SOLUTIONS / "softmax.py").read_text()

@@ -15,7 +15,8 @@ import pytest
 from submission_tools import COURSE, EXERCISES, SOLUTIONS
 
 from grader.core import engine
-from grader.integrations import handout, kernel, notebook, report
+from grader.integrations.outputs import report
+from grader.integrations.routes import handout, kernel, notebook
 
 
 def hidden(name: str) -> float:

@@ -18,7 +18,7 @@ from submission_tools import make_submission
 from zoo.catalog import BY_NAME, build
 
 from grader.core import engine, lanes, replay
-from grader.integrations import report
+from grader.integrations.outputs import report
 from grader.sandbox import cgroups
 
 

@@ -24,8 +24,8 @@ from submission_tools import CORE as EXERCISE_NAMES
 from submission_tools import EXERCISES as BY_NAME
 from submission_tools import SOLUTIONS, checks_for
 
-from grader.integrations import kernel, notebook
-from grader.integrations.stubs import BEGIN, END
+from grader.integrations.routes import kernel, notebook
+from grader.integrations.routes.stubs import BEGIN, END
 
 
 @pytest.fixture(scope="module")

@@ -26,8 +26,8 @@ import nbgrader_tools as tools
 import pytest
 from submission_tools import CORE, COURSE
 
-from grader.integrations import hide, kernel, notebook
-from grader.integrations.nbgrader_gradebook import Submission, cell_outputs
+from grader.integrations.routes import hide, kernel, notebook
+from grader.integrations.routes.nbgrader_gradebook import Submission, cell_outputs
 
 GRADED = ("key", "two_wrong", "hostile", "mangled", "bare", "attacker", "surrogate")
 
@@ -276,7 +276,8 @@ def test_kernel_keeps_hypothesis_storage_and_bytecode_out_of_the_notebook_folder
     script = (
         "import sys\n"
         "from IPython.core.interactiveshell import InteractiveShell\n"
-        "InteractiveShell.instance().run_line_magic('load_ext', 'grader.integrations.kernel')\n"
+        "InteractiveShell.instance().run_line_magic("
+        "'load_ext', 'grader.integrations.routes.kernel')\n"
         "from hypothesis.configuration import storage_directory\n"
         "print(storage_directory('examples').path, sys.dont_write_bytecode)\n"
     )
@@ -303,7 +304,11 @@ def test_test_cells_worth_other_points_than_the_rubric_stop_the_command(tmp_path
     from types import SimpleNamespace
 
     from grader.core.course import load
-    from grader.integrations.nbgrader_gradebook import AutogradeError, check_course, read_layout
+    from grader.integrations.routes.nbgrader_gradebook import (
+        AutogradeError,
+        check_course,
+        read_layout,
+    )
 
     rubric = tmp_path / "course.toml"
     rubric.write_text("[exercises.softmax]\npoints = 30\n")
@@ -323,11 +328,14 @@ def test_test_cells_worth_other_points_than_the_rubric_stop_the_command(tmp_path
 
 def test_rows_are_recorded_as_they_come_and_a_failed_grader_says_how_many_were_not(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from grader.integrations import batch, nbgrader_autograde
-    from grader.integrations.nbgrader_gradebook import AutogradeError
+    from grader.core.results import StudentRecord, SubmissionResult
+    from grader.integrations.routes import batch, nbgrader_autograde
+    from grader.integrations.routes.nbgrader_gradebook import AutogradeError
 
-    def first_then_fail(root, *, on_row, **options):  # runs in the forked grading process
-        on_row(batch.Row("aaa", "graded", results={"score": 1}))
+    graded = SubmissionResult("aaa", {}, True)
+
+    def first_then_fail(root, *, on_record, **options):  # runs in the forked grading process
+        on_record(StudentRecord("aaa", "graded", result=graded))
         raise RuntimeError("the kit broke on the second student")
 
     monkeypatch.setattr(batch, "run", first_then_fail)
@@ -338,4 +346,4 @@ def test_rows_are_recorded_as_they_come_and_a_failed_grader_says_how_many_were_n
         nbgrader_autograde.grade(subs, [tmp_path / "course"], jobs=1, course=COURSE,
                                  key_folder=tmp_path / "key", limits=None, progress=None,
                                  on_graded=taken.append)
-    assert [(s.student, s.results) for s in taken] == [("aaa", {"score": 1})]
+    assert [(s.student, s.result) for s in taken] == [("aaa", graded)]

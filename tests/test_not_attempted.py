@@ -19,8 +19,10 @@ from submission_tools import SOLUTIONS, STUBS, make_submission
 
 from grader.core import engine
 from grader.core.course import load
-from grader.integrations import class_report, gradescope, report
-from grader.integrations.class_page import lowest_checks
+from grader.core.results import StudentRecord
+from grader.integrations.outputs import class_report, report
+from grader.integrations.outputs.class_page import lowest_checks
+from grader.integrations.routes import gradescope
 
 # A course of three exercises, so that a class of three grades in seconds.
 COURSE_TOML = """\
@@ -56,15 +58,15 @@ def klass(tmp_path_factory):
     results = {name: engine.grade_submission(make_submission(root / name, files, base=None),
                                              course=course, key_folder=SOLUTIONS)
                for name, files in folders.items()}
-    # each student's row as `python -m grader report` reads it from batch's --json-dir
-    rows = {name: class_report.row_from_json(name, report.to_json(result, include_output=True))
+    # each student's record as batch holds it, and their results.json
+    rows = {name: StudentRecord(name, "graded", result=result)
             for name, result in results.items()}
     return course, rows, results
 
 
 def test_untouched_bonus_stubs_fail_no_test_and_are_not_attempted(klass):
     _, rows, results = klass
-    ada = rows["ada"].results
+    ada = report.to_json(rows["ada"].result, include_output=True)
     assert [t["name"] for t in ada["tests"] if t["status"] == "failed"] == []
     assert all(t["tags"] == ["softmax"] for t in ada["tests"])  # no bonus test listed at all
     assert {n: e["attempted"] for n, e in ada["extra_data"]["bonus"].items()} == {
@@ -76,7 +78,7 @@ def test_untouched_bonus_stubs_fail_no_test_and_are_not_attempted(klass):
 
 def test_a_started_bonus_lists_its_tests_and_the_untouched_one_none(klass):
     _, rows, _ = klass
-    bo = rows["bo"].results
+    bo = report.to_json(rows["bo"].result, include_output=True)
     tags = {t["tags"][0] for t in bo["tests"]}
     assert tags == {"softmax", "masks"}
     assert rows["bo"].bonus == {"masks": 10, "gqa": None}
@@ -85,7 +87,7 @@ def test_a_started_bonus_lists_its_tests_and_the_untouched_one_none(klass):
 def test_an_untouched_core_stub_still_costs_its_points(klass):
     """A core stub scores 0 on every check, each listed failing: those are its points."""
     _, rows, _ = klass
-    cy = rows["cy"].results
+    cy = report.to_json(rows["cy"].result, include_output=True)
     softmax = [t for t in cy["tests"] if t["tags"] == ["softmax"]]
     assert softmax and all(t["status"] == "failed" and t["score"] == 0 for t in softmax)
     assert all(t["output"].startswith("not implemented yet") for t in softmax)

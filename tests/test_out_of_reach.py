@@ -29,7 +29,7 @@ import pytest
 from submission_tools import CORE, KIT, SOLUTIONS
 
 from grader.core import engine
-from grader.integrations import report
+from grader.integrations.outputs import report
 from grader.sandbox.isolation import FORBIDDEN
 
 ATTACKS = Path(__file__).resolve().parent / "attacks"

@@ -1,8 +1,8 @@
-"""The checks as pytest tests (``grader/integrations/pytest_plugin.py``): each item's verdict is
-``grade``'s for its check, on every zoo entry; and real ``pytest`` runs, in a handout and in the
-kit, collect ``exercises/<exercise>.py::<check>`` items with their markers, stop at ``-x``,
-rerun with ``--lf``, xfail a stub and end with ``grade``'s table, while the kit's own tests
-collect as they do without the plugin.
+"""The checks as pytest tests (``grader/integrations/routes/pytest_plugin.py``): each item's
+verdict is ``grade``'s for its check, on every zoo entry; and real ``pytest`` runs, in a handout
+and in the kit, collect ``exercises/<exercise>.py::<check>`` items with their markers, stop at
+``-x``, rerun with ``--lf``, xfail a stub and end with ``grade``'s table, while the kit's own
+tests collect as they do without the plugin.
 
 The zoo is graded once per session (``zoo_results`` in conftest.py, shared with test_zoo.py);
 the ``pytest`` runs grade three exercises of a handout, a few times.
@@ -25,7 +25,10 @@ from submission_tools import COURSE, EXERCISES, KIT, SOLUTIONS
 from zoo.catalog import BY_NAME
 
 from grader.core.engine import SubmissionResult
-from grader.integrations import handout, report
+
+# A softmax that returns complex numbers: checking it makes NumPy warn in the grading process
+from grader.integrations.outputs import report
+from grader.integrations.routes import handout
 
 # A softmax that returns complex numbers: checking it makes NumPy warn in the grading process
 # (ComplexWarning), which the handout's `filterwarnings = error` must not turn into a failure
@@ -82,7 +85,7 @@ def handout_copy(tmp_path_factory) -> Path:
 def test_each_verdict_is_grades_on_every_zoo_entry_and_check(request):
     """An item passes exactly when ``grade`` gives its check full points, and a failing one
     says what the report's JSON says of it: for every check of every zoo entry."""
-    from grader.integrations.pytest_plugin import verdicts
+    from grader.integrations.routes.pytest_plugin import verdicts
 
     zoo_results = request.getfixturevalue("zoo_results")
     seen: Counter[str] = Counter()
@@ -106,7 +109,7 @@ def test_each_verdict_is_grades_on_every_zoo_entry_and_check(request):
 
 def test_the_catalogue_is_what_the_modules_declare():
     from grader.core.course import load
-    from grader.integrations.pytest_plugin import catalogue, declared
+    from grader.integrations.routes.pytest_plugin import catalogue, declared
 
     listed = catalogue()
     assert list(listed) == sorted(EXERCISES)
@@ -216,7 +219,7 @@ def test_the_kits_own_tests_collect_as_without_the_plugin(request):
     """In the kit's own test run the plugin is loaded and adds nothing (not even the course is
     read for it); in the kit's folder it adds the exercises' items where they are asked for,
     the hidden ones too (the answer key is there)."""
-    from grader.integrations import pytest_plugin
+    from grader.integrations.routes import pytest_plugin
 
     config = request.config
     assert config.pluginmanager.has_plugin("attention_kit")

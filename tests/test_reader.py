@@ -21,7 +21,7 @@ from submission_tools import EXERCISES, KIT, SOLUTIONS, make_submission
 
 from grader.core import delegation, engine
 from grader.core.delegation import ATTENTION_RULE, NUMPY_RULE, verdict
-from grader.integrations import notebook
+from grader.integrations.routes import notebook
 from grader.sandbox import readers
 from grader.sandbox.isolation import GiB, Limits, Sandbox, Spent, WorkerLost
 

@@ -81,7 +81,7 @@ def real_report(entry: str, exercise: str) -> str:
     """The terminal report for the zoo entry graded on ``exercise``, without its first line
     (``Grading <temporary folder>``)."""
     from grader.core.engine import grade_submission
-    from grader.integrations import report
+    from grader.integrations.outputs import report
 
     with tempfile.TemporaryDirectory() as tmp:
         result = grade_submission(build(BY_NAME[entry], Path(tmp)), exercises=[exercise])

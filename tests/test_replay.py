@@ -18,7 +18,7 @@ from submission_tools import KIT
 from grader.core import engine, replay
 from grader.core.assertions import CheckFailed
 from grader.core.exercise import Context, Exercise
-from grader.integrations import report
+from grader.integrations.outputs import report
 
 EX = Exercise("replay_demo", functions=("f",), framework="numpy", track="core", points=4,
               order=99, title="a made-up exercise")

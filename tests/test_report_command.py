@@ -14,8 +14,8 @@ import json
 
 from submission_tools import COURSE
 
-from grader.integrations import class_report, exports
-from grader.integrations.cli import main
+from grader.integrations.outputs import class_report, exports
+from grader.integrations.routes.cli import main
 
 SYNTAX = "softmax.py could not be imported: SyntaxError: invalid syntax (softmax.py, line 3)"
 

@@ -11,7 +11,7 @@ from submission_tools import KIT as ROOT
 from submission_tools import SOLUTIONS, make_submission, rule_off
 
 from grader.core import engine
-from grader.integrations import report
+from grader.integrations.outputs import report
 from grader.sandbox.isolation import GiB, Limits
 
 SOFTMAX = (SOLUTIONS / "softmax.py").read_text()

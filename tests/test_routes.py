@@ -20,7 +20,7 @@ import pytest
 from submission_tools import CORE, KIT, SOLUTIONS
 from zoo.catalog import BY_NAME, build
 
-from grader.integrations.kernel import exercise_file
+from grader.integrations.routes.kernel import exercise_file
 
 SAMPLE = ("softmax_overflow", "backward_diagonal", "attention_mask_after_softmax",
           "heads_split_scrambled", "mha_mask_polarity", "kv_upper_left")
@@ -29,7 +29,8 @@ SAMPLE = ("softmax_overflow", "backward_diagonal", "attention_mask_after_softmax
 # score() (visible and hidden checks), in one kernel-like process.
 NOTEBOOK = """\
 import json, sys
-from grader.integrations import kernel, report
+from grader.integrations.routes import kernel
+from grader.integrations.outputs import report
 
 cells = json.loads(open(sys.argv[1]).read())
 namespace, points, tests = {}, {}, []
@@ -128,7 +129,7 @@ GRADE_ONE = """\
 import json, sys
 {imports}
 from grader.core import engine
-from grader.integrations import report
+from grader.integrations.outputs import report
 
 result = engine.grade_submission(sys.argv[1], exercises=["attention"])
 print(json.dumps(report.to_json(result), sort_keys=True))
@@ -144,8 +145,8 @@ def test_examples_do_not_depend_on_loaded_modules_or_the_working_directory(tmp_p
     loaded = GRADE_ONE.format(imports=textwrap.dedent("""\
         sys.path.insert(0, sys.argv[2])
         import course_helpers  # noqa: F401
-        import grader.integrations.batch, grader.integrations.gradescope  # noqa: F401
-        import grader.integrations.kernel, grader.integrations.notebook  # noqa: F401
+        import grader.integrations.routes.batch, grader.integrations.routes.gradescope  # noqa: F401
+        import grader.integrations.routes.kernel, grader.integrations.routes.notebook  # noqa: F401
     """))
     processes = [subprocess.Popen([sys.executable, "-c", script, str(submission), str(tmp_path)],
                                   cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

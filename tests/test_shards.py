@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 from submission_tools import EXERCISES, KIT, make_submission
 
-from grader.integrations import cli, inert, shards
-from grader.integrations.batch import Row
+from grader.core import records
+from grader.core.results import StudentRecord
+from grader.integrations.outputs import inert
+from grader.integrations.routes import cli, shards
 from grader.sandbox import node
 
 STUBS = KIT / "exercises"
@@ -161,14 +163,15 @@ def test_merge_keeps_a_row_for_every_student_whatever_the_results_hold(tmp_path)
     results = tmp_path / "results"
     record = shards.recorder(results, shards.Shard(0, 2))
     for name in ("a", long, latin1, "zed"):  # zed: graded once, its folder since removed
-        record(Row(inert.name(name), "empty"))  # as batch names each folder
-    rows_folder = results / shards.FOLDER / "rows"
+        record(StudentRecord(inert.name(name), "empty", "empty"))  # as batch names each folder
+    rows_folder = results / records.FOLDER
     (rows_folder / "b.json").write_text("{not json")
     (rows_folder / ".tmp-123-0").write_text("half")  # a task killed while writing
     rows = shards.merge(results, root, warnings=None)
     assert [r.student for r in rows] == ["a", "b", "c", "caf\\xe9", "d", long]  # sorted
-    assert [rows[0], rows[3], rows[5]] == [Row(n, "empty") for n in ("a", "caf\\xe9", long)]
-    assert rows[1].status.startswith("not graded: unreadable result b.json")
+    assert [rows[0], rows[3], rows[5]] == [StudentRecord(n, "empty", "empty")
+                                           for n in ("a", "caf\\xe9", long)]
+    assert rows[1].status.startswith("not graded: unreadable record b.json")
     assert (rows[2].status, rows[4].status) == ("not graded: no result (shard 0 of 2)",
                                                 "not graded: no result (shard 1 of 2)")
 
@@ -264,14 +267,14 @@ def test_slurm_writes_an_array_of_shards_and_a_merge_after_it(tmp_path, capsys):
         assert cli.main(["slurm", str(tmp_path / "class"), "--shards", "4", "--out",
                          str(tmp_path / "other"), *bad]) == 2
     record = shards.recorder(out / "results", shards.Shard(0, 4))
-    record(Row("ada", "empty"))
+    record(StudentRecord("ada", "empty", "empty"))
     assert cli.main(["slurm", str(tmp_path / "class"), "--shards", "4", "--out", str(out),
                      "--submit"]) == 2  # before sbatch: merge would mix the two runs
     assert "already holds 1 student's results" in capsys.readouterr().err
 
 
 def test_slurm_submits_the_merge_after_any_end_of_the_array(tmp_path, monkeypatch, capsys):
-    from grader.integrations import slurm
+    from grader.integrations.routes import slurm
 
     (tmp_path / "class").mkdir()
     submitted = []

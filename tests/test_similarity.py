@@ -30,9 +30,9 @@ from submission_tools import COURSE, KIT, STUBS
 from test_delegation import ANNOTATED, CS336, MINGPT, NANOGPT
 from zoo.catalog import CORRECT, KEY
 
-from grader.integrations import class_page, class_report, similarity
-from grader.integrations.cli import main
-from grader.integrations.fingerprint import contract, fingerprint
+from grader.integrations.outputs import class_page, class_report, similarity
+from grader.integrations.outputs.fingerprint import contract, fingerprint
+from grader.integrations.routes.cli import main
 
 HOSTILE = "<script>alert(1)</script>"
 STUDENTS = KIT / "tests" / "similar"

@@ -28,7 +28,7 @@ import pytest
 from submission_tools import KIT, make_submission
 from test_shards import OUTPUTS, small_course
 
-from grader.integrations import shards
+from grader.integrations.routes import shards
 
 DAEMONS = ("slurmctld", "slurmd", "munged", "sbatch", "squeue", "scancel", "scontrol")
 TIMEOUT = "5"  # seconds per exercise: the hanging submission's cost

@@ -8,7 +8,7 @@ import pytest
 from submission_tools import COURSE, SOLUTIONS
 from submission_tools import STUBS as EXERCISES
 
-from grader.integrations import stubs
+from grader.integrations.routes import stubs
 
 
 def test_committed_stubs_are_fresh():

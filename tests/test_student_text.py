@@ -18,8 +18,8 @@ import pytest
 from submission_tools import SOLUTIONS, make_submission
 
 from grader.core import engine
-from grader.integrations import batch, class_page, class_report, exports, report
-from grader.integrations.batch import Row
+from grader.core.results import StudentRecord
+from grader.integrations.outputs import class_page, class_report, exports, report
 
 MESSAGE = ("\u202eevil\u202c \u2066x\u2069 \u200e\u200f\u061c see https://evil.example/x or "
            "www.evil.example")
@@ -70,7 +70,7 @@ def test_gradescope_and_the_batch_json_hold_no_control(graded, tmp_path):
 
 
 def test_gradescope_names_an_uploaded_notebook_without_its_controls(tmp_path):
-    from grader.integrations import gradescope, notebook
+    from grader.integrations.routes import gradescope, notebook
 
     root = tmp_path / "autograder"
     (root / "source").mkdir(parents=True)
@@ -85,13 +85,11 @@ def test_gradescope_names_an_uploaded_notebook_without_its_controls(tmp_path):
     assert data["output"].endswith("Graded the answer cells of ?evil? www.evil.example.ipynb.")
 
 
-def class_rows(graded) -> list[Row]:
+def class_rows(graded) -> list[StudentRecord]:
     """mallory graded (her softmax's error in her results), oscar not graded with the message
     as his status, and a roster entry named with it."""
-    scores = {n: e.score for n, e in graded.exercises.items()}
-    return [Row("mallory", "graded", scores, graded.score, {},
-                report.to_json(graded, include_output=True)),
-            Row("oscar", f"not graded: {MESSAGE}")]
+    return [StudentRecord("mallory", "graded", result=graded),
+            StudentRecord("oscar", f"not graded: {MESSAGE}")]
 
 
 def test_summary_md_escapes_the_controls_and_links_nothing(graded, course, tmp_path):
@@ -117,7 +115,7 @@ def test_index_html_escapes_the_controls(graded, course):
 
 
 def test_the_similarity_page_shows_code_without_its_controls(tmp_path, course):
-    from grader.integrations import similarity
+    from grader.integrations.outputs import similarity
 
     code = (SOLUTIONS / "softmax.py").read_text() + f"\nNOTE = '{MESSAGE}'\n"
     for who, comment in (("\u202eevil", "# mine\n"), ("alice", "")):  # a copy: flagged, a page
@@ -134,7 +132,7 @@ def test_the_similarity_page_shows_code_without_its_controls(tmp_path, course):
 
 def test_every_csv_shows_the_controls_as_question_marks(graded, course, tmp_path):
     rows = class_rows(graded)
-    batch.write_csv(rows, tmp_path / "grades.csv", course)
+    exports.write_grades(rows, tmp_path / "grades.csv", course)
     roster = exports.Roster(list(exports.ROSTER_COLUMNS), [
         {"folder": "oscar", "id": "1", "name": MESSAGE, "email": "o@uni.edu"}])
     found = exports.match(roster, rows)
@@ -151,12 +149,12 @@ def test_every_csv_shows_the_controls_as_question_marks(graded, course, tmp_path
 
 
 def columns_index(course) -> int:
-    return batch.columns(course).index("status")
+    return exports.columns(course).index("status")
 
 
 def test_nbgrader_cell_outputs_and_summary_hold_no_control(graded):
-    from grader.integrations.nbgrader_autograde import summary
-    from grader.integrations.nbgrader_gradebook import Submission, cell_outputs
+    from grader.integrations.routes.nbgrader_autograde import summary
+    from grader.integrations.routes.nbgrader_gradebook import Submission, cell_outputs
 
     sub = Submission("mallory", Path("."), results=report.to_json(graded, include_output=True))
     text = cell_outputs(sub, "softmax", hidden=False)[0]["text"]

@@ -30,7 +30,7 @@ from submission_tools import (
 )
 
 from grader.core import engine
-from grader.integrations import report
+from grader.integrations.outputs import report
 from grader.sandbox.confine import Limits
 from grader.sandbox.isolation import OUTPUT_CAP
 

@@ -20,7 +20,10 @@ from zoo.catalog import BY_NAME, build
 
 from grader.core.assertions import CheckFailed, assert_close, assert_equal
 from grader.core.engine import CheckResult, ExerciseResult, SubmissionResult, grade_submission
-from grader.integrations import exports, gradescope, report
+from grader.integrations.outputs import exports, report
+
+# -- a module that lacks a weight ---------------------------------------------------------------
+from grader.integrations.routes import gradescope
 
 
 # -- a module that lacks a weight ---------------------------------------------------------------
@@ -214,7 +217,7 @@ def test_the_handout_and_notebook_count_their_exercises_and_points(tmp_path):
     import json
 
     from grader.core.course import EXERCISES_BY_NAME, load
-    from grader.integrations import handout, notebook
+    from grader.integrations.routes import handout, notebook
 
     course_file = tmp_path / "course.toml"
     course_file.write_text("".join(

@@ -26,7 +26,7 @@ from zoo.catalog import (
 
 from grader.core.delegation import violations
 from grader.core.diagnose import catalog, feedback_line
-from grader.integrations import report
+from grader.integrations.outputs import report
 
 
 def ids(entries):

@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # not imported: the course is read without Hypothesis (pytest
 
 KIT_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_COURSE = KIT_ROOT / "course.toml"
+DEFAULT_KEY = KIT_ROOT / "solutions"  # the answer key: the hidden checks run only next to it
 COURSE_ENV = "ATTENTION_KIT_COURSE"  # where a notebook kernel finds the course file
 SECRET_FILE = ".course-secret"  # next to the answer key: seeds the hidden checks' inputs
 SECRET_ENV = "ATTENTION_KIT_SECRET"  # overrides the file (the kit's own tests fix it)
@@ -133,7 +134,7 @@ def apportion(weights: list[float], total: float) -> list[float]:
 
 @cache
 def EXERCISES_BY_NAME() -> dict[str, Exercise]:  # noqa: N802  (a constant, computed once)
-    from ..problems import discover
+    from .catalog import discover
 
     return discover()
 

@@ -28,7 +28,7 @@ from ..sandbox.isolation import (
 )
 from . import assertions, lanes
 from . import view as views
-from .course import KIT_ROOT, Course, course_secret, load, number
+from .course import DEFAULT_KEY, Course, course_secret, load, number
 from .diagnose import diagnose, hint_checks, note_misconceptions
 from .exercise import Check, Context, Exercise
 from .results import CheckResult, ExerciseResult, SubmissionResult  # noqa: F401  (re-exported)
@@ -48,8 +48,6 @@ from .vacuous import MISFIT_LINE, InformativeCalls, verdicts, withhold
 torch.set_num_threads(1)
 with contextlib.suppress(RuntimeError):
     torch.set_num_interop_threads(1)
-
-DEFAULT_KEY = KIT_ROOT / "solutions"
 
 
 # -- one check --------------------------------------------------------------------------------
@@ -304,12 +302,6 @@ def joined_output(visible: str, hidden: str) -> str:
     return text if len(text) <= OUTPUT_CAP else text[:OUTPUT_CAP] + TRUNCATED
 
 
-def _rebuilt(fields: dict) -> ExerciseResult:
-    """An ``ExerciseResult`` from its ``dataclasses.asdict`` fields (a lane's reply)."""
-    checks = [CheckResult(**check) for check in fields["checks"]]
-    return ExerciseResult(**{**fields, "checks": checks})
-
-
 def _loaded(sandbox: Sandbox, exercise: Exercise, stand_ins: Path | None) -> Student:
     """The student proxy of ``sandbox`` with the exercise's file loaded."""
     student = Student(sandbox, exercise, key_folder=stand_ins)
@@ -416,7 +408,7 @@ def grade_submission(
         # An exercise without its file costs nothing to grade: only the others get a lane.
         attempted = [e.name for e in chosen if (copy / e.filename).is_file()]
         framework = {e.name: e.framework for e in chosen}
-        results = lanes.graded(attempted, grade, jobs, _rebuilt,
+        results = lanes.graded(attempted, grade, jobs, ExerciseResult.from_dict,
                                ready=lambda name: zygotes.ready(framework[name]),
                                finished=lambda name, result: progress and progress(result))
         results = {e.name: results[e.name] if e.name in results else grade(e.name)

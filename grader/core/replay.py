@@ -330,7 +330,7 @@ def forget() -> None:
 # A student runs `make grade` after every edit: the command keeps its recordings in the kit's
 # build folder, under a name that digests everything they depend on (the kit's own code, the
 # versions of Python, Hypothesis, NumPy and torch), and reads them back on its next run. Only
-# the command line does (``grader.integrations.cli``): a test that patches a strategy in its
+# the command line does (``grader.integrations.routes.cli``): a test that patches a strategy in its
 # own process cannot leave its examples there. The file is the grading user's own (0600); it
 # is read with an unpickler that builds nothing but plain data, NumPy arrays and the kit's own
 # records, so a file someone else wrote can, at worst, be unusable.

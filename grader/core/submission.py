@@ -28,7 +28,12 @@ MAX_NAME_BYTES = 1 << 16  # a frame's path (or a folder's path and why it failed
 
 
 class BadSubmission(Exception):
-    """The path given is not a folder that can be graded."""
+    """The path given is not a folder that can be graded; ``kind``: the class report's key for
+    it (``results.KINDS``)."""
+
+    def __init__(self, message: str, kind: str = "not graded"):
+        super().__init__(message)
+        self.kind = kind
 
 
 def copy_submission(source: Path, target: Path, *, seconds: float = 60.0,
@@ -230,7 +235,7 @@ class _Copy:
         self.total += size
         if self.total > MAX_SUBMISSION_BYTES:
             raise BadSubmission(f"{self.source} holds more than "
-                                f"{MAX_SUBMISSION_BYTES >> 20} MiB")
+                                f"{MAX_SUBMISSION_BYTES >> 20} MiB", "too large")
 
     def write(self, kind: bytes, path: bytes, data: bytes) -> None:
         destination = os.path.join(self.target, path)

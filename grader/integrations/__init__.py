@@ -1,2 +1,2 @@
-"""Everything built on the engine: command line, batch grading, reports, notebooks, Gradescope,
-the handout, stubs and the benchmark."""
+"""Everything built on the engine, by whom it serves: ``routes`` (how a submission reaches the
+grader, and the handout) and ``outputs`` (what a grade is rendered as)."""

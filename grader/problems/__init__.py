@@ -3,13 +3,12 @@ module (declaration, reference, strategies, checks visible and hidden, misconcep
 probes, worker operations). Nothing else in the kit names an exercise: it asks ``discover()``.
 
 To add an exercise, add a module here that defines ``EX = Exercise(...)`` (see softmax.py), its
-answer key in ``solutions/`` and, optionally, an entry in ``course.toml``.
+answer key in ``solutions/`` and, optionally, an entry in ``course.toml``. The engine finds the
+modules here by the package's name (``grader.core.catalog``).
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,20 +18,10 @@ if TYPE_CHECKING:  # imported where used: ``frameworks`` runs before Hypothesis 
 
 
 def discover() -> dict[str, Exercise]:
-    """Every exercise module's ``EX``, by name, in alphabetical order of the module."""
-    from ..core.exercise import Exercise
+    """Every exercise module's ``EX``, by name (``grader.core.catalog.discover``)."""
+    from ..core.catalog import discover as found
 
-    found: dict[str, Exercise] = {}
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
-        if info.name.startswith("_"):
-            continue
-        module = importlib.import_module(f"{__name__}.{info.name}")
-        exercise = getattr(module, "EX", None)
-        if not isinstance(exercise, Exercise) or exercise.name != info.name:
-            raise TypeError(f"grader/problems/{info.name}.py must define EX = Exercise("
-                            f"{info.name!r}, ...)")
-        found[exercise.name] = exercise
-    return found
+    return found()
 
 
 def frameworks(names: list[str]) -> set[str] | None:

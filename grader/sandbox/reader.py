@@ -227,7 +227,7 @@ def judged(delegation: Any, source: bytes, rule: Any,
 
 def names(text: str, wanted: set[str]) -> tuple[list[str], list[str]]:
     """Of ``wanted``, those a notebook cell defines at its top level (def, class, import,
-    assignment) and those it uses anywhere as a name: what ``grader.integrations.kernel``
+    assignment) and those it uses anywhere as a name: what ``grader.integrations.routes.kernel``
     needs of the cell. None of either where it does not parse."""
     try:
         tree = ast.parse(text)

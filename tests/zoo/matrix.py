@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"caught {caught}/{wrong} wrong, diagnosed {diagnosed}/{named} named, "
           f"correct {full}/{correct} full marks")
     if args.feedback:
-        from grader.integrations import report
+        from grader.integrations.outputs import report
 
         for name in args.feedback:
             print(f"\n===== feedback for zoo entry {name} =====")

@@ -1,0 +1,199 @@
+"""``make handout``: the student's copy of the kit in ``dist/handout/``.
+
+It holds the stubs of the course's exercises as ``exercises/``, the course file, the grader
+without the answer key and without the hidden checks (each exercise module's
+``### BEGIN HIDDEN CHECKS`` region is cut out), a Makefile whose ``make grade`` sets up its own
+``.venv``, and a student README. The engine sees no ``solutions/`` there and grades on the
+public checks.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+from ...core.course import KIT_ROOT as ROOT
+from ...core.course import Course, load, number
+from ...core.plural import counted
+from ...sandbox.call_limit import CALL_WALL, SHRINK_STOPS
+from ...sandbox.isolation import TORCH_CALLS, Limits
+from .stubs import stub_sources
+
+DEFAULT_TARGET = ROOT / "dist" / "handout"
+# Instructor-only tools: they need the answer key (the benchmarks and the CUDA check are in the
+# kit's tools/, outside the package).
+LEFT_OUT = {"integrations/routes/handout.py", "integrations/routes/gradescope.py"}
+HIDDEN = re.compile(r"^### BEGIN HIDDEN CHECKS\n.*?^### END HIDDEN CHECKS\n", re.M | re.S)
+
+
+def without_hidden_checks(source: str) -> str:
+    """An exercise module's source with its hidden checks cut out."""
+    return HIDDEN.sub("", source)
+
+
+PYTEST_TABLE = re.compile(r"^\[tool\.pytest\.ini_options\]\n.*?(?=^\[|\Z)", re.M | re.S)
+# The kit's table points pytest at the kit's own tests/, which the handout does not have.
+HANDOUT_PYTEST = """\
+[tool.pytest.ini_options]
+# `pytest` runs the grader's checks on exercises/, one test per check (the kit's pytest plugin,
+# grader/integrations/routes/pytest_plugin.py), and ends with the points `make grade` gives.
+testpaths = ["exercises"]
+filterwarnings = ["error"]
+
+"""
+
+
+def handout_pyproject(text: str) -> str:
+    """The kit's ``pyproject.toml`` with the handout's pytest settings."""
+    found, count = PYTEST_TABLE.subn(lambda _: HANDOUT_PYTEST, text)
+    if count != 1:
+        raise ValueError("pyproject.toml has no [tool.pytest.ini_options] table")
+    return found
+
+MAKEFILE = """\
+# Grade your work: `make grade` (the first run creates .venv and installs the pinned versions).
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+EXERCISE ?=
+# torch: on Linux the CPU build, from PyTorch's CPU wheel index (PyPI's Linux wheel is the CUDA
+# build, gigabytes more); make grade TORCH=cuda installs that one instead.
+TORCH ?= cpu
+TORCH_INDEX := $(if $(and $(filter cpu,$(TORCH)),$(filter Linux,$(shell uname -s))),\\
+	--extra-index-url https://download.pytorch.org/whl/cpu)
+# The pinned NumPy needs Python 3.11 or newer: stop with one line on an older one.
+PYTHON_VERSION = $(shell $(PYTHON) -c 'import sys; print(sys.version.split()[0])' 2>/dev/null)
+PYTHON_OK = $(shell $(PYTHON) -c 'import sys; print(sys.version_info >= (3, 11))' 2>/dev/null)
+CHECK_PYTHON = $(if $(filter True,$(PYTHON_OK)),,$(error the grader needs Python 3.11 or newer, \
+and $(PYTHON) is $(or $(PYTHON_VERSION),not found): run make PYTHON=python3.11 (or newer)))
+
+.PHONY: grade clean
+
+$(VENV)/.installed: pyproject.toml requirements.lock
+\t$(CHECK_PYTHON)
+\t$(PYTHON) -m venv $(VENV)
+\t$(if $(TORCH_INDEX),$(PY) -m pip install --quiet --disable-pip-version-check --retries 2 \\
+\t\t--no-deps $(TORCH_INDEX) $(shell grep '^torch==' requirements.lock))
+\t$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.lock
+\t$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
+\ttouch $@
+
+## grade: grade exercises/ (one exercise: make grade EXERCISE=softmax)
+grade: $(VENV)/.installed
+\t$(PY) -m grader grade exercises $(if $(EXERCISE),--exercise $(EXERCISE))
+
+clean:
+\trm -rf $(VENV) .hypothesis
+"""
+
+README = """\
+# attention-kit: multi-head attention, exercise by exercise
+
+You implement {count} in `exercises/`, in this order: {core}. Each stub has the exact
+signature and a docstring with the shapes, dtypes and errors it must raise; replace each
+`raise NotImplementedError(...)` with your code.
+
+## Set up and grade
+
+    make grade                      # first run: creates .venv (Python 3.11+), then grades
+    make grade EXERCISE=softmax     # one exercise
+    .venv/bin/pytest                # the same checks as pytest tests (after make grade)
+    .venv/bin/pytest exercises/softmax.py -x    # one file; stop at the first failing check
+
+The grader runs property checks (generated inputs, compared with PyTorch) and tells you, for a
+failing check, the property that broke and the smallest input that breaks it. Your code runs in
+a separate process per exercise: a crash or `sys.exit` costs that exercise only, and what your
+code prints is not part of the report. {limits}
+A function whose result ignores its input (the same for any input, or its input as given)
+earns no points from the checks it passes: uniform weights do sum to 1, and show nothing.
+
+With `pytest` (and your editor's test panel, with `.venv` as the interpreter) each check is one
+test, `exercises/<exercise>.py::<check>` (`pytest -k softmax`, `pytest --lf`, `pytest -m
+bonus`): a failing one shows the same text as the report, a check you have not implemented yet
+is an `xfail`, and the run ends with the same points as `make grade`.
+
+{bonus}
+Your instructor grades with the same public checks plus a few hidden ones that compare with an
+answer key. {hidden}
+
+## Rules of thumb
+- Keep the function names and signatures; helper functions are fine.
+- `attention.py` may import your `softmax`; while grading, each exercise is given the kit's
+  reference versions of the others, so one mistake costs one exercise.
+"""
+
+
+def hidden_points(course: Course, track: str) -> float:
+    """The points of a track's hidden checks: what a handout's report cannot count."""
+    return number(sum(points for e in course.exercises(track)
+                      for name, points in course.check_points(e).items()
+                      if next(c for c in e.checks if c.name == name).hidden))
+
+
+def hidden_sentence(course: Course) -> str:
+    """What the handout's totals leave out, in one sentence with the numbers."""
+    total, hidden = course.total(), hidden_points(course, "core")
+    text = (f"`make grade` and `pytest` count the public checks: "
+            f"{number(total - hidden)} of the {counted(total, 'point')}")
+    if course.exercises("bonus"):
+        bonus, bonus_hidden = course.total("bonus"), hidden_points(course, "bonus")
+        text += f" (and {number(bonus - bonus_hidden)} of the bonus track's {number(bonus)})"
+    text += (f"; the hidden checks are worth the other {number(hidden)}"
+             + (f" (and {number(bonus_hidden)})" if course.exercises("bonus") else "")
+             + ", and the report's last line under each total says so.")
+    return text
+
+
+def readme(course: Course) -> str:
+    core = ", ".join(f"`{e.filename}`" for e in course.exercises("core"))
+    bonus = course.exercises("bonus")
+    extra = ""
+    if bonus:
+        files = ", ".join(f"`{e.filename}`" for e in bonus)
+        extra = (f"The bonus track ({files}) is optional: it is graded when you fill it in and "
+                 f"reported apart from the {counted(course.total(), 'point')}.\n")
+    return README.format(count=counted(len(course.names("core")), "file"), core=core,
+                         bonus=extra, hidden=hidden_sentence(course),
+                         limits=limits_sentence(course))
+
+
+def limits_sentence(course: Course, limits: Limits = Limits()) -> str:
+    """The limits `make grade` holds your code to, as it enforces them."""
+    torch = [e.filename for e in course.exercises() if e.framework == "torch"]
+    call = f"{limits.call:g} s of CPU time"
+    if torch:
+        call += (f", {number(limits.call * TORCH_CALLS):g} s in "
+                 f"{', '.join(f'`{name}`' for name in torch)}")
+    return (f"One call of your code that runs past its limit ({call}; {CALL_WALL} times that "
+            "in wall seconds for a call that waits) is stopped, as an infinite loop is: its "
+            "check fails and shows the input that did it (made smaller as far as "
+            f"{counted(SHRINK_STOPS, 'more stopped call')} per exercise allow), and the other "
+            f"checks go on. An exercise's other calls have {limits.timeout:g} s in all; past "
+            "them the exercise is not graded.")
+
+
+def build(target: Path = DEFAULT_TARGET, course: Course | None = None) -> Path:
+    course = course or load()
+    target = Path(target)
+    if target.exists():
+        shutil.rmtree(target)
+    (target / "exercises").mkdir(parents=True)
+    for filename, text in stub_sources(course=course).items():
+        (target / "exercises" / filename).write_text(text)
+    source = ROOT / "grader"
+    for path in sorted(source.rglob("*.py")):
+        relative = path.relative_to(source).as_posix()
+        if relative in LEFT_OUT or "__pycache__" in relative:
+            continue
+        destination = target / "grader" / relative
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        destination.write_text(without_hidden_checks(path.read_text()))
+    shutil.copyfile(ROOT / "requirements.lock", target / "requirements.lock")
+    (target / "pyproject.toml").write_text(handout_pyproject((ROOT / "pyproject.toml").read_text()))
+    if course.path is not None:
+        shutil.copyfile(course.path, target / "course.toml")
+    (target / "Makefile").write_text(MAKEFILE)
+    (target / "README.md").write_text(readme(course))
+    (target / ".gitignore").write_text(".venv/\n__pycache__/\n*.egg-info/\n.hypothesis/\n")
+    return target

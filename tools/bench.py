@@ -1,0 +1,571 @@
+"""``make bench``: seconds to grade the answer key (its six core exercises), as a ratio to
+``python -c "import torch"``; the whole key with the bonus track is reported beside it. Each
+figure is printed beside the kit's before its workers were made to hold no answer (``BEFORE``),
+and ``--against DIR`` measures another checkout's key ratios in the same run.
+
+Both are measured in the same run, as fresh processes, so machine load affects them alike.
+Targets (issue 20): the six core exercises under 1.5x, the whole key under 2x, and one exercise
+(``grade --exercise softmax``, a student's run after an edit) under 1.3x.
+
+Then, with nbgrader installed, ``notebook_class``: the class below as notebooks, autograded by
+``python -m grader nbgrader autograde --jobs 2`` (seconds and CPU seconds per notebook, and
+the projection for 200 on 2 cores; target under 200 s), against plain ``nbgrader
+autograde`` on the same first few notebooks in the same run.
+
+Then ``class_scale``: a generated class (correct, wrong and hostile submissions) graded with
+``python -m grader batch --jobs 2``: submissions per minute, peak memory of the whole process
+tree (PSS, so pages shared after fork count once), and the time per submission as a ratio to
+one ``python -m grader grade``. Targets: 200 submissions in under 180 s on 2 cores, and under
+1.2 CPU seconds per submission, the hostile ones included. Then
+the class report built from the batch's ``--json-dir`` (``python -m grader report``), as a share
+of the batch's wall time. Target: under 5%. Then what ``--report`` adds to compare every pair
+of the class's files (``similarity.compare``, each file made distinct first, so that none is
+fingerprinted or compared once for two), as a share of the batch's wall time. Target: under 10%.
+
+Before the class, ``fork_cost``: a torch worker's start and stop, in CPU, from a zygote in
+2 MiB pages (a batch's) and from one in 4 KiB pages (one `grade`'s): what ``zygote.huge_pages``
+saves each of a class's workers.
+
+And ``neighbours``: how much longer an honest student's grading takes beside a student whose
+code keeps every core busy (past the source rule), with the workers' cgroups and without.
+Target: under 1.5x with cgroups.
+
+And ``parse_cost``: what reading a submission costs the grading process itself (its own CPU,
+``RUSAGE_SELF``, and its own peak memory, ``ru_maxrss``), grading the key's six core files and
+the same with each of the worst helper files a student can add beside them (reverse-ordered
+assignments, deep nesting, a literal as large as the copy takes): every file is parsed and
+judged by the reader, under each exercise's limits, so the worst costs the grading process
+what the honest one does. Target: under 1.2x, CPU and memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from grader.core.course import KIT_ROOT as ROOT
+from grader.core.course import load
+from grader.core.plural import counted
+from tools.bench_profile import (  # noqa: F401  (breakdown: bench's)
+    _cpu,
+    breakdown,
+    breakdowns,
+    core_submission,
+    interleaved,
+    seconds,
+    torch_import,
+)
+
+# The same figures for the kit before its workers were made to hold no answer, no torch (NumPy
+# exercises) and no way to torch's attention (commit 1740e78, measured by `make bench` on the
+# 2-core machines this kit is developed on): what each figure below is set against.
+BEFORE = {"core": 2.6, "whole": 3.6, "class_wall": 276.0, "class_cpu": 2.35,
+          "notebooks_wall": 292.0}
+
+
+
+# A class of 20, repeated: 13 correct, 4 wrong, 3 hostile (the hostile kinds rotate).
+WRONG = {
+    "softmax.py": ("shifted = converted - np.max(converted, axis=axis, keepdims=True)",
+                   "shifted = converted"),
+    "attention.py": (" / np.sqrt(d_k)", ""),
+    "heads.py": (".transpose(0, 2, 1, 3)  # (B, H, T, D)", "  # (B, H, T, D)"),
+}
+HOSTILE = [
+    ("softmax_backward.py", "import os\nos._exit(3)\n"),
+    ("attention.py", "import ctypes\nctypes.string_at(0)\n"),
+    ("softmax.py", "print('softmax 15 / 15 all checks pass; total 100 / 100')\n"),
+    ("mha.py", "import numpy as np\nhoard = []\nwhile True:\n    hoard.append(np.ones(8 << 20))\n"),
+    ("kv_cache.py", f"open({str(ROOT / 'solutions' / 'kv_cache.py')!r}).read()\n"),
+    ("heads.py", "import sys\nsys.exit(0)\n"),
+    ("softmax.py", "import numpy as np\nnp.allclose = lambda *a, **k: True\n"),
+]
+HANG = ("heads.py", "while True:\n    pass\n")  # costs the full time limit: 1 in 100
+
+
+def make_class(folder: Path, size: int) -> dict[str, int]:
+    kinds = {"correct": 0, "wrong": 0, "hostile": 0}
+    for i in range(size):
+        student = folder / f"student-{i:03d}@example.edu"
+        core_submission(student)
+        slot = i % 20
+        if slot < 13:
+            kinds["correct"] += 1
+        elif slot < 17:
+            kinds["wrong"] += 1
+            name, (old, new) = list(WRONG.items())[i % len(WRONG)]
+            path = student / name
+            path.write_text(path.read_text().replace(old, new))
+        else:
+            kinds["hostile"] += 1
+            name, code = HANG if i % 100 == 99 else HOSTILE[i % len(HOSTILE)]
+            path = student / name
+            path.write_text(code + path.read_text())
+    return kinds
+
+
+# A student past the source rule (as if they had found a way): their softmax keeps sixteen
+# processes busy until the grader stops its worker, each in a session of its own (the kernel's
+# autogroups would otherwise count them as one).
+CPU_HOG = """
+import os
+for _ in range(16):
+    if os.fork() == 0:
+        os.setsid()
+        while True:
+            pass
+while True:
+    pass
+"""
+
+
+def neighbours(jobs: int = 2) -> dict[str, float]:
+    """Seconds until an honest student's row arrives, graded alone and graded beside a student
+    whose code keeps every core busy (``--jobs`` 2), with each worker in its own cgroup (the
+    student's CPU capped at one) and without; the ratios are the slowdowns. No limit per call
+    (``Limits.call``): the hog keeps the cores busy for its exercise's whole time."""
+    from grader.core import engine
+    from grader.integrations.routes import batch
+    from grader.sandbox import cgroups
+    from grader.sandbox.isolation import Limits
+
+    def until_honest(root: Path) -> float:
+        """Seconds from the empty folder's row (the batch's start-up done) to the honest one's;
+        the hog, sorted first, is graded from the start."""
+        start, arrived = time.monotonic(), {}
+        batch.run(root, jobs=jobs, limits=Limits(timeout=30, call=0), progress=None,
+                  on_record=lambda done: arrived.setdefault(done.student, time.monotonic() - start))
+        return arrived["honest"] - arrived["a-empty"]
+
+    verdict, group = engine._verdict, cgroups.worker_group
+    figures: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix="attention-kit-bench-") as tmp:
+        alone, beside = Path(tmp) / "alone", Path(tmp) / "beside"
+        for root in (alone, beside):
+            core_submission(root / "honest")
+            (root / "a-empty").mkdir()
+        (beside / "b-hog").mkdir()
+        (beside / "b-hog" / "softmax.py").write_text(CPU_HOG)
+        engine._verdict = lambda *args, **kwargs: None  # the hog's `import os` runs
+        try:
+            figures["alone"] = until_honest(alone)
+            figures["beside"] = until_honest(beside)
+            if cgroups.available() is None:
+                cgroups.worker_group = lambda *args, **kwargs: None
+                figures["beside_without_cgroups"] = until_honest(beside)
+        finally:
+            engine._verdict, cgroups.worker_group = verdict, group
+    print(f"an honest student graded alone:          {figures['alone']:6.1f} s")
+    print(f"beside a CPU-hungry one (--jobs {jobs}):      {figures['beside']:6.1f} s, "
+          f"{figures['beside'] / figures['alone']:.2f}x (target < 1.5x with cgroups; "
+          f"{cgroups.available() or 'each worker in its own cgroup'})")
+    if "beside_without_cgroups" in figures:
+        print(f"the same without cgroups:                {figures['beside_without_cgroups']:6.1f}"
+              f" s, {figures['beside_without_cgroups'] / figures['alone']:.2f}x")
+    return figures
+
+
+def _reverse_chain(lines: int) -> str:
+    """Assignments each to the name the next line binds (``x0 = x1``, ``x1 = x2``, ...), in a
+    function never called: one pass over the file per line for a fixpoint that looks at every
+    line in each pass (4e1a685: 90 s a scan at 4,000 lines)."""
+    return ("import numpy as np\n\n\ndef unused():\n"
+            + "".join(f"    x{i} = x{i + 1}\n" for i in range(lines))
+            + f"    x{lines} = np.linalg\n")
+
+
+def worst_helpers(room: int) -> dict[str, tuple[str, str]]:
+    """The worst helper files for the reader, each as a label and its text; ``room``: the bytes
+    the copy takes beside the key's six core files (``MAX_SUBMISSION_BYTES``)."""
+    literal = "DATA = [" + "1," * ((room - 64) // 2) + "]\n"  # 4e1a685: 9 GB for 18 MiB
+    return {
+        "chain": ("15,000 reverse-ordered assignments", _reverse_chain(15_000)),
+        "nesting": ("lists 90 deep, 1,500 lines", ("x = " + "[" * 90 + "]" * 90 + "\n") * 1500),
+        "literal": (f"one list literal of {len(literal) / (1 << 20):.1f} MiB", literal),
+    }
+
+
+def parse_child() -> None:
+    """The measured process of ``parse_cost``: grade ``sys.argv[1]`` with ``--jobs 1`` (every
+    exercise in this process), as ``grader grade`` starts, and print its own CPU seconds, peak
+    memory, score and the reader's CPU seconds (with its children) as JSON."""
+    from grader.sandbox import isolation
+
+    isolation.start_zygote()  # as `grader grade` does: both zygotes, and the reader
+    from grader.core import engine
+    from grader.sandbox import readers
+    from tools.bench_profile import _cpu_of
+
+    result = engine.grade_submission(sys.argv[1], jobs=1)
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    reader = readers._SERVER[0].process.pid if readers._SERVER else None
+    print(json.dumps({"cpu": usage.ru_utime + usage.ru_stime, "maxrss": usage.ru_maxrss * 1024,
+                      "score": result.score, "reader": _cpu_of(reader, children=True)}))
+    sys.stdout.flush()
+
+
+def parse_cost(repeats: int = 3) -> dict[str, float]:
+    """The grading process's own CPU and peak memory grading the key's six core files, alone
+    and beside each of ``worst_helpers`` (a fresh process each, ``--jobs 1``, in turns,
+    ``repeats`` times; medians); the worst of the ratios is the figure. Target: under 1.2x."""
+    from grader.core.submission import MAX_SUBMISSION_BYTES
+
+    rows: dict[str, list[dict[str, float]]] = {}
+    with tempfile.TemporaryDirectory(prefix="attention-kit-bench-") as tmp:
+        honest = core_submission(Path(tmp) / "honest")
+        room = MAX_SUBMISSION_BYTES - sum(p.stat().st_size for p in honest.iterdir())
+        folders = {"honest": ("the key's six core files", honest)}
+        for name, (label, text) in worst_helpers(room).items():
+            folder = core_submission(Path(tmp) / name)
+            (folder / "helper.py").write_text(text)
+            folders[name] = (f"+ {label} ({len(text) >> 10:,} KiB)", folder)
+        command = [sys.executable, "-c", "from tools.bench import parse_child; "
+                   "parse_child(); from grader.integrations.routes.cli import leave; leave(0)"]
+        for _ in range(repeats):
+            for name, (_, folder) in folders.items():
+                done = subprocess.run([*command, str(folder)], cwd=ROOT, capture_output=True,
+                                      text=True, check=True)
+                rows.setdefault(name, []).append(json.loads(done.stdout.splitlines()[-1]))
+    figures: dict[str, float] = {}
+    print("the grading process's own cost, reading a submission (RUSAGE_SELF: its CPU and "
+          f"peak memory, not its workers' or the reader's; --jobs 1, median of {repeats}):")
+    for name, (label, _) in folders.items():
+        cpu = statistics.median(r["cpu"] for r in rows[name])
+        peak = statistics.median(r["maxrss"] for r in rows[name])
+        reader = statistics.median(r["reader"] for r in rows[name])
+        figures |= {f"{name}_cpu": cpu, f"{name}_peak": peak, f"{name}_reader": reader}
+        ratios = "" if name == "honest" else (
+            f" ({cpu / figures['honest_cpu']:.2f}x, {peak / figures['honest_peak']:.2f}x)")
+        print(f"  {label:<48} {cpu:5.2f} s CPU, {peak / (1 << 20):5.0f} MiB{ratios}; "
+              f"score {rows[name][0]['score']:g}; the reader {reader:.1f} s CPU")
+    worst = max(max(figures[f"{n}_cpu"] / figures["honest_cpu"],
+                    figures[f"{n}_peak"] / figures["honest_peak"]) for n in folders)
+    figures["worst"] = worst
+    print(f"  the worst against the honest: {worst:.2f}x (target < 1.2x)")
+    return figures
+
+
+def fork_cost(workers: int = 30, rounds: int = 3) -> dict[str, float]:
+    """Milliseconds of machine CPU (``_cpu``) for a torch worker's start, hello and stop, from
+    a zygote in 2 MiB pages (what a batch starts, ``zygote.huge_pages``) and from one in 4 KiB
+    pages (what one `grade` starts), ``workers`` at a time, alternated for ``rounds``."""
+    from grader.sandbox import zygotes
+    from grader.sandbox.isolation import Sandbox
+
+    spent = {"huge": 0.0, "plain": 0.0}
+    saved = zygotes._ZYGOTES.get("torch")
+    with tempfile.TemporaryDirectory(prefix="attention-kit-bench-") as tmp:
+        os.chmod(tmp, 0o755)  # as a grading run's copy: the workers' user may read it
+        folder = core_submission(Path(tmp) / "one")
+        try:
+            for _ in range(rounds):
+                for kind in spent:
+                    zygote = zygotes._ZYGOTES["torch"] = zygotes.Zygote("torch", kind == "huge")
+                    zygote.wait_ready()
+                    before = _cpu()
+                    for _ in range(workers):
+                        with Sandbox(folder, "mha", framework="torch") as sandbox:
+                            sandbox.request("hello")
+                    spent[kind] += _cpu() - before
+                    zygote.close()
+        finally:
+            zygotes._ZYGOTES.pop("torch", None)
+            if saved is not None:
+                zygotes._ZYGOTES["torch"] = saved
+    figures = {kind: 1000 * total / (workers * rounds) for kind, total in spent.items()}
+    print(f"a torch worker's start and stop: {figures['huge']:5.1f} ms of CPU from a batch's "
+          f"zygote (2 MiB pages), {figures['plain']:5.1f} ms from one `grade`'s")
+    return figures
+
+
+def _tree_pss(root_pid: int) -> int:
+    """Proportional set size of a process and all its descendants, in bytes."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(parent, []).append(int(entry.name))
+    total, todo = 0, [root_pid]
+    while todo:
+        pid = todo.pop()
+        todo += children.get(pid, [])
+        try:
+            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    total += int(line.split()[1]) * 1024
+                    break
+        except OSError:
+            continue
+    return total
+
+
+def class_scale(size: int = 200, jobs: int = 2, kit: Path = ROOT) -> dict[str, float]:
+    """Grade a generated class with ``batch`` (the grader of the checkout ``kit``); print and
+    return the figures.
+
+    CPU seconds (the machine's, ``_cpu``) are reported beside wall time: on a machine whose
+    cores sit idle while a worker hangs they are the figure that says what grading costs.
+    """
+    with tempfile.TemporaryDirectory(prefix="attention-kit-bench-") as tmp:
+        one = core_submission(Path(tmp) / "one")
+        cpu0 = _cpu()
+        single = seconds([sys.executable, "-m", "grader", "grade", str(one)], repeats=1, cwd=kit)
+        single_cpu = _cpu() - cpu0
+        folder = Path(tmp) / "class"
+        folder.mkdir()
+        kinds = make_class(folder, size)
+        command = [sys.executable, "-m", "grader", "batch", str(folder), "--csv",
+                   str(Path(tmp) / "grades.csv"), "--json-dir", str(Path(tmp) / "json"),
+                   "--jobs", str(jobs)]
+        start = time.perf_counter()
+        process = subprocess.Popen(command, cwd=kit, stdout=subprocess.DEVNULL)
+        peak = [0]
+
+        def sample() -> None:
+            while process.poll() is None:
+                peak[0] = max(peak[0], _tree_pss(process.pid))
+                time.sleep(0.5)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        cpu0 = _cpu()
+        process.wait()
+        wall = time.perf_counter() - start
+        cpu = _cpu() - cpu0
+        sampler.join()
+        with open(Path(tmp) / "grades.csv", newline="") as handle:
+            graded = sum(row["status"] == "graded" for row in csv.DictReader(handle))
+        report = seconds([sys.executable, "-m", "grader", "report", str(Path(tmp) / "json"),
+                          "--csv", str(Path(tmp) / "grades.csv"), "--out",
+                          str(Path(tmp) / "report")], repeats=1)
+        summary = json.loads((Path(tmp) / "report" / "summary.json").read_text())
+        alike, flagged = similar_cost(folder)
+    per_submission = wall * jobs / size
+    figures = {"size": size, "jobs": jobs, "wall": wall, "per_minute": size / wall * 60,
+               "report": report, "report_share": report / wall, "similarity": alike,
+               "similarity_share": alike / wall,
+               "peak_mib": peak[0] / (1 << 20), "single": single,
+               "ratio": per_submission / single, "cpu_per_submission": cpu / size,
+               "single_cpu": single_cpu, "cpu_ratio": cpu / size / single_cpu}
+    print(f"class of {size} ({kinds['correct']} correct, {kinds['wrong']} wrong, "
+          f"{kinds['hostile']} hostile; the six core files each), --jobs {jobs}: "
+          f"{graded} graded")
+    before = f"; {BEFORE['class_wall']:.0f} s before" if kit == ROOT else ""
+    print(f"batch wall time:        {wall:6.1f} s (target < 180 s for 200 on 2 cores{before})")
+    print(f"submissions per minute: {figures['per_minute']:6.1f}")
+    print(f"peak memory (PSS):      {figures['peak_mib']:6.0f} MiB")
+    print(f"one `grader grade`:     {single:6.2f} s")
+    print(f"per submission:         {per_submission:6.2f} s of one core "
+          f"({figures['ratio']:.2f}x one `grader grade`)")
+    print(f"CPU per submission:     {cpu / size:6.2f} s (target < 1.2 s), against "
+          f"{single_cpu:.2f} s for one `grader grade` ({figures['cpu_ratio']:.2f}x"
+          + (f"; {BEFORE['class_cpu']:.2f} s before)" if kit == ROOT else ")"))
+    print(f"projected for 200 on {counted(jobs, 'idle core')}: "
+          f"{200 * cpu / size / jobs:6.0f} s")
+    print(f"class report:           {report:6.2f} s, {100 * report / wall:.1f}% of the batch "
+          "time (target < 5%; `grader report` from its --json-dir, a fresh process)")
+    print(f"similar submissions:    {alike:6.2f} s, {100 * alike / wall:.1f}% of the batch "
+          f"time (target < 10%; every file made distinct, {counted(flagged, 'pair')} "
+          "flagged)")
+    top = ", ".join(f"{m} {e['count']}" for m, e in list(summary["misconceptions"].items())[:3])
+    print(f"top misconceptions:     {top or 'none'}")
+    return figures
+
+
+def similar_cost(folder: Path) -> tuple[float, int]:
+    """Seconds to compare every pair of the class's files (``similarity.compare``, what
+    ``batch --report`` adds), each file first made distinct by a comment naming its student
+    (no two fingerprinted or compared as one); and the pairs flagged."""
+    from grader.integrations.outputs import similarity
+
+    for path in sorted(folder.rglob("*.py")):
+        path.write_text(path.read_text() + f"# {path.parent.name}\n")
+    start = time.perf_counter()
+    found = similarity.compare({p.name: p for p in sorted(folder.iterdir()) if p.is_dir()},
+                               load())
+    return time.perf_counter() - start, len(found.pairs)
+
+
+def _class_notebooks(course: Path, classroom: Path) -> list[str]:
+    """Each submission folder under ``classroom`` as a notebook in ``course/submitted/``: the
+    release, each answer cell holding that student's file as a student would paste it."""
+    from grader.integrations.routes import notebook
+
+    release = json.loads((course / "release/attention/attention.ipynb").read_text())
+    students = sorted(p.name for p in classroom.iterdir())
+    for student in students:
+        nb = json.loads(json.dumps(release))
+        for cell in nb["cells"]:
+            name = cell["metadata"]["nbgrader"]["grade_id"]
+            path = classroom / student / f"{name}.py"
+            if cell["metadata"]["nbgrader"].get("solution") and path.is_file():
+                cell["source"] = f"%%exercise {name}\n" + notebook.split_solution(
+                    path.read_text())[1]
+        folder = course / "submitted" / student / "attention"
+        folder.mkdir(parents=True)
+        (folder / "attention.ipynb").write_text(json.dumps(nb))
+    return students
+
+
+def _timed(command: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float]:
+    """Wall and CPU seconds (the machine's, ``_cpu``) of one command."""
+    cpu0, start = _cpu(), time.perf_counter()
+    subprocess.run(command, cwd=cwd, env=env, check=True, capture_output=True)
+    return time.perf_counter() - start, _cpu() - cpu0
+
+
+def notebook_class(size: int = 200, jobs: int = 2, plain: int = 4) -> dict[str, float]:
+    """The batch bench's class as notebooks (release filled with each student's files):
+    ``python -m grader nbgrader autograde --jobs`` on all of them, and plain ``nbgrader
+    autograde`` against the isolated one on the same first ``plain`` notebooks (correct ones:
+    plain autograde has no time limit short of its cell timeout). Seconds per notebook."""
+    try:
+        import nbgrader  # noqa: F401
+    except ImportError:
+        print("notebooks:              not measured (nbgrader is not installed: make bench "
+              "installs it)")
+        return {}
+    from grader.integrations.routes import notebook
+
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    nbgrader_cli = [sys.executable, "-m", "nbgrader"]
+    isolated = [sys.executable, "-m", "grader", "nbgrader", "autograde", "--jobs", str(jobs),
+                "--course"]
+    with tempfile.TemporaryDirectory(prefix="attention-kit-bench-") as tmp:
+        template = Path(tmp) / "template"
+        notebook.build(template)
+        subprocess.run([*nbgrader_cli, "generate_assignment", "attention"], cwd=template,
+                       env=env, check=True, capture_output=True)
+        classroom = Path(tmp) / "class"
+        classroom.mkdir()
+        kinds = make_class(classroom, size)
+        courses = {}
+        for name in ("class", "plain", "isolated"):
+            courses[name] = Path(tmp) / f"course-{name}"
+            shutil.copytree(template, courses[name])
+        students = _class_notebooks(courses["class"], classroom)
+        for name in ("plain", "isolated"):
+            for student in students[:plain]:
+                shutil.copytree(courses["class"] / "submitted" / student,
+                                courses[name] / "submitted" / student)
+        if plain > 0:  # --plain-notebooks 0: the class alone
+            plain_wall, plain_cpu = _timed([*nbgrader_cli, "autograde", "attention"],
+                                           courses["plain"], env)
+            small_wall, small_cpu = _timed([*isolated, str(courses["isolated"])], Path(tmp),
+                                           env)
+        wall, cpu = _timed([*isolated, str(courses["class"])], Path(tmp), env)
+    figures = {"size": size, "jobs": jobs, "wall": wall, "cpu_per_notebook": cpu / size}
+    print(f"notebooks: the class of {size} as notebooks ({kinds['correct']} correct, "
+          f"{kinds['wrong']} wrong, {kinds['hostile']} hostile)")
+    if plain > 0:
+        figures.update({"plain_per_notebook": plain_wall / plain, "plain_cpu": plain_cpu / plain,
+                        "small_per_notebook": small_wall / plain, "small_cpu": small_cpu / plain})
+        print(f"plain nbgrader autograde:   {plain_wall / plain:6.2f} s per notebook "
+              f"({plain_cpu / plain:.2f} s CPU; {counted(plain, 'notebook')}, serial)")
+        print(f"isolated autograde, same:   {small_wall / plain:6.2f} s per notebook "
+              f"({small_cpu / plain:.2f} s CPU; the same {plain}, --jobs {jobs}, start-up "
+              "included)")
+    faster = f", {plain_wall / plain / (wall / size):.1f}x faster than plain" if plain > 0 else ""
+    print(f"isolated autograde, class:  {wall / size:6.2f} s per notebook "
+          f"({cpu / size:.2f} s CPU; {wall:.0f} s for {size}, --jobs {jobs}; "
+          f"{BEFORE['notebooks_wall']:.0f} s before){faster}")
+    plain_line = f", plain {200 * plain_wall / plain:6.0f} s" if plain > 0 else ""
+    print(f"projected for 200 on {counted(jobs, 'idle core')}: isolated "
+          f"{200 * cpu / size / jobs:6.0f} s "
+          f"(target < 200 s){plain_line}")
+    return figures
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.bench", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Time grading against a baseline measured in the same run (make bench).",
+        epilog="example:\n  python -m tools.bench --class-size 40 --notebooks 0")
+    parser.add_argument("--class-size", type=int, default=200)
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--class-only", action="store_true", help="skip the import-ratio part")
+    parser.add_argument("--notebooks", type=int, default=200,
+                        help="the class as notebooks, for the isolated autograde (0: skip)")
+    parser.add_argument("--plain-notebooks", type=int, default=4,
+                        help="of those, how many plain nbgrader autograde runs too")
+    parser.add_argument("--neighbours", type=int, default=1,
+                        help="the slowdown of an honest student beside a CPU-hungry one (0: skip)")
+    parser.add_argument("--parse-cost", type=int, default=3,
+                        help="the grading process's own cost beside the worst helper files: "
+                             "rounds of it (0: skip)")
+    parser.add_argument("--against", type=Path, default=None,
+                        help="another checkout of the kit: its key ratios measured in this run")
+    parser.add_argument("--breakdown", action=argparse.BooleanOptionalAction, default=True,
+                        help="first, where grading time goes (bench_profile)")
+    parser.add_argument("--breakdown-only", action="store_true", help="only the breakdown")
+    args = parser.parse_args(argv)
+    if args.breakdown or args.breakdown_only:
+        breakdowns()
+        if args.breakdown_only:
+            return 0
+        print()
+    if not args.class_only:
+        with tempfile.TemporaryDirectory(prefix="attention-kit-bench-") as tmp:
+            key = core_submission(Path(tmp) / "key")
+            kit = [sys.executable, "-m", "grader", "grade"]
+            commands = {
+                "torch": ([sys.executable, "-c", "import torch"], ROOT),
+                "core": ([*kit, str(key)], ROOT),
+                "whole": ([*kit, str(ROOT / "solutions")], ROOT),
+                "one": ([*kit, str(key), "--exercise", "softmax"], ROOT)}
+            if args.against is not None:  # the other kit's grader, from its own folder
+                commands["other core"] = ([*kit, str(key)], args.against)
+                commands["other whole"] = ([*kit, str(args.against / "solutions")],
+                                           args.against)
+            times = interleaved(commands)
+        baseline, core, grade, one = (times[n] for n in ("torch", "core", "whole", "one"))
+        if args.against is not None:
+            other = [times["other core"] / baseline, times["other whole"] / baseline]
+        print(f"import torch:           {baseline:6.2f} s (median of 3, in turns with the "
+              "three below)")
+        print(f"grade the answer key:   {core:6.2f} s (median of 3; the six core exercises)")
+        print(f"ratio:                  {core / baseline:6.2f}x (target < 1.5x; "
+              f"{BEFORE['core']:.1f}x before)")
+        print(f"with the bonus track:   {grade:6.2f} s (all of solutions/, "
+              f"{len(load().names())} exercises), "
+              f"{grade / baseline:.2f}x (target < 2x; {BEFORE['whole']:.1f}x before)")
+        print(f"one exercise:           {one:6.2f} s (`grade --exercise softmax`, median of 3), "
+              f"{one / baseline:.2f}x (target < 1.3x)")
+        if args.against is not None:
+            print(f"{str(args.against)[:22]:<22}  {other[0]:6.2f}x, with the bonus track "
+                  f"{other[1]:.2f}x (measured in this run)")
+    if args.parse_cost:
+        parse_cost(args.parse_cost)
+    if args.neighbours:
+        neighbours(args.jobs)
+    if args.class_size:
+        fork_cost()
+    if args.notebooks:
+        notebook_class(args.notebooks, args.jobs, min(args.plain_notebooks, args.notebooks))
+    if args.class_size:
+        figures = class_scale(args.class_size, args.jobs)
+        if args.against is not None:
+            print(f"the same class, graded by {args.against}:")
+            other = class_scale(args.class_size, args.jobs, kit=args.against)
+            cpu = figures["cpu_per_submission"] / other["cpu_per_submission"]
+            print(f"this kit against it:    wall {figures['wall'] / other['wall']:.2f}x, "
+                  f"CPU per submission {cpu:.2f}x (measured in this run)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
