@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from grader.sandbox.zygotes import Zygote
+from grader.sandbox.zygote_client import Zygote
 
 PROBE = textwrap.dedent("""
     import hashlib, os, sys
@@ -65,20 +65,27 @@ def test_a_zygote_for_a_class_is_in_huge_pages_and_one_for_a_single_grade_is_not
 
 
 def test_a_batch_asks_for_zygotes_for_a_class(monkeypatch):
-    from grader.integrations.routes import batch
+    import gc
+
+    from grader.core import run
+    from grader.sandbox import zygote
 
     asked = []
-    monkeypatch.setattr(batch.isolation, "start_zygote", lambda *a, **k: asked.append(k))
-    batch.preload()
+    monkeypatch.setattr(run.isolation, "start_zygote", lambda *a, **k: asked.append(k))
+    monkeypatch.setattr(zygote, "huge_pages", lambda: 0)
+    try:
+        run.GradingRun(key=None).start_class()  # what batch.run sets up
+    finally:
+        gc.unfreeze()
     assert asked == [{"many": True}]
 
 
 def test_the_bench_times_workers_from_both_zygotes_and_puts_the_run_s_back(capsys):
-    from grader.sandbox import zygotes
+    from grader.sandbox import zygote_client
     from tools import bench
 
-    before = zygotes._ZYGOTES.get("torch")
+    before = zygote_client._ZYGOTES.get("torch")
     figures = bench.fork_cost(workers=3, rounds=1)
     assert set(figures) == {"huge", "plain"} and all(ms > 0 for ms in figures.values())
-    assert zygotes._ZYGOTES.get("torch") is before
+    assert zygote_client._ZYGOTES.get("torch") is before
     assert "a torch worker's start and stop" in capsys.readouterr().out

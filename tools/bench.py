@@ -260,18 +260,19 @@ def fork_cost(workers: int = 30, rounds: int = 3) -> dict[str, float]:
     """Milliseconds of machine CPU (``_cpu``) for a torch worker's start, hello and stop, from
     a zygote in 2 MiB pages (what a batch starts, ``zygote.huge_pages``) and from one in 4 KiB
     pages (what one `grade` starts), ``workers`` at a time, alternated for ``rounds``."""
-    from grader.sandbox import zygotes
+    from grader.sandbox import zygote_client
     from grader.sandbox.isolation import Sandbox
 
     spent = {"huge": 0.0, "plain": 0.0}
-    saved = zygotes._ZYGOTES.get("torch")
+    saved = zygote_client._ZYGOTES.get("torch")
     with tempfile.TemporaryDirectory(prefix="attention-kit-bench-") as tmp:
         os.chmod(tmp, 0o755)  # as a grading run's copy: the workers' user may read it
         folder = core_submission(Path(tmp) / "one")
         try:
             for _ in range(rounds):
                 for kind in spent:
-                    zygote = zygotes._ZYGOTES["torch"] = zygotes.Zygote("torch", kind == "huge")
+                    zygote = zygote_client.Zygote("torch", kind == "huge")
+                    zygote_client._ZYGOTES["torch"] = zygote
                     zygote.wait_ready()
                     before = _cpu()
                     for _ in range(workers):
@@ -280,9 +281,9 @@ def fork_cost(workers: int = 30, rounds: int = 3) -> dict[str, float]:
                     spent[kind] += _cpu() - before
                     zygote.close()
         finally:
-            zygotes._ZYGOTES.pop("torch", None)
+            zygote_client._ZYGOTES.pop("torch", None)
             if saved is not None:
-                zygotes._ZYGOTES["torch"] = saved
+                zygote_client._ZYGOTES["torch"] = saved
     figures = {kind: 1000 * total / (workers * rounds) for kind, total in spent.items()}
     print(f"a torch worker's start and stop: {figures['huge']:5.1f} ms of CPU from a batch's "
           f"zygote (2 MiB pages), {figures['plain']:5.1f} ms from one `grade`'s")

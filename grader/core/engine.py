@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 from hypothesis.errors import Flaky
 
-from ..sandbox import cgroups, readers, zygotes
+from ..sandbox import cgroups, readers, zygote_client
 from ..sandbox.isolation import (
     OUTPUT_CAP,
     TRUNCATED,
@@ -160,16 +160,17 @@ def grade_exercise(
     exercise: Exercise,
     *,
     course: Course,
-    key_folder: Path | None,
+    key: Path | None,
     include_hidden: bool,
     limits: Limits,
     devices: tuple[str, ...],
     secret: str = "",
-    stand_ins: Path | None = None,
 ) -> ExerciseResult:
     """Grade one exercise of the copied submission in ``folder``: the source rule on its
     files, then its visible checks in a worker that sees only the files that keep the rule,
-    then the hidden ones (against the answer key, run here) in a worker of their own.
+    then the hidden ones (against the answer ``key``'s file of the exercise, run here, where
+    the key has it) in a worker of their own. The key's files of the other exercises answer
+    for the student's where theirs are missing (``Student``'s stand-ins).
 
     The visible verdicts are final before the hidden phase begins: their scores, their text,
     the diagnosis and the exercise's error are settled in the first worker, and nothing the
@@ -177,8 +178,8 @@ def grade_exercise(
     that cannot finish costs the hidden checks alone, each with the one sentence
     ``HIDDEN_LOST``."""
     points = course.check_points(exercise)
-    checks = [c for c in exercise.checks
-              if not c.hidden or (include_hidden and key_folder is not None)]
+    compared = key is not None and (key / exercise.filename).is_file()  # its hidden checks
+    checks = [c for c in exercise.checks if not c.hidden or (include_hidden and compared)]
     visible = [c for c in checks if not c.hidden]
     hidden = [c for c in checks if c.hidden]
     result = ExerciseResult(exercise.name, number(sum(points[c.name] for c in checks)),
@@ -202,14 +203,15 @@ def grade_exercise(
     try:
         with Sandbox(view, exercise.name, limits=limits, framework=framework) as sandbox:
             try:
-                student = _loaded(sandbox, exercise, stand_ins)
+                student = _loaded(sandbox, exercise, key)
                 ctx = Context(student, None, devices)
                 student._calls = ctx.calls
                 # the informative calls, each before the check the secret chooses
                 informative = InformativeCalls(exercise, student, secret, len(visible))
                 for place, check in enumerate(visible):
                     informative.due(place)
-                    result.checks.append(_recorded(check, ctx, course, points, secret, calls))
+                    result.checks.append(_run_noting_calls(check, ctx, course, points, secret,
+                                                           calls))
                     evidence[check.name] = list(ctx.calls)
                 if not all(c.passed for c in result.checks):
                     found = diagnose(exercise, student, probed)  # probes are visible calls
@@ -229,8 +231,8 @@ def grade_exercise(
     # The visible verdicts are final: the hidden phase only adds the hidden checks' own.
     if hidden:
         graded, printed = _hidden_phase(
-            view, exercise, hidden, course=course, key_folder=key_folder, limits=limits,
-            devices=devices, secret=secret, stand_ins=stand_ins, points=points, found=found,
+            view, exercise, hidden, course=course, key=key, limits=limits,
+            devices=devices, secret=secret, points=points, found=found,
             failing=not all(c.passed for c in result.checks), ignored=ignored)
         result.checks += graded
         result.output = joined_output(result.output, printed)
@@ -238,8 +240,8 @@ def grade_exercise(
 
 
 def _hidden_phase(view: Path, exercise: Exercise, hidden: list[Check], *, course: Course,
-                  key_folder: Path | None, limits: Limits, devices: tuple[str, ...],
-                  secret: str, stand_ins: Path | None, points: dict[str, float],
+                  key: Path, limits: Limits, devices: tuple[str, ...],
+                  secret: str, points: dict[str, float],
                   found: list[str], failing: bool, ignored: dict[str, str],
                   ) -> tuple[list[CheckResult], str]:
     """The hidden checks' results, in a worker of their own, and what it printed (for the
@@ -256,11 +258,11 @@ def _hidden_phase(view: Path, exercise: Exercise, hidden: list[Check], *, course
     try:
         with Sandbox(view, exercise.name, limits=limits, framework=exercise.framework) as sandbox:
             try:
-                student = _loaded(sandbox, exercise, stand_ins)
-                ctx = Context(student, AnswerKey(key_folder, exercise), devices)
+                student = _loaded(sandbox, exercise, key)
+                ctx = Context(student, AnswerKey(key, exercise), devices)
                 student._calls = ctx.calls
                 for check in hidden:
-                    results.append(_recorded(check, ctx, course, points, secret, calls))
+                    results.append(_run_noting_calls(check, ctx, course, points, secret, calls))
                     evidence[check.name] = list(ctx.calls)
                 if not found and not failing and not all(c.passed for c in results):
                     found = diagnose(exercise, student, probed)  # only a hidden one failed
@@ -277,7 +279,7 @@ def _hidden_phase(view: Path, exercise: Exercise, hidden: list[Check], *, course
     return results, printed
 
 
-def _recorded(check: Check, ctx: Context, course: Course, points: dict[str, float],
+def _run_noting_calls(check: Check, ctx: Context, course: Course, points: dict[str, float],
               secret: str, calls: dict[str, set[str]]) -> CheckResult:
     """``run_check``, noting in ``calls`` what the check called of the student's code."""
     ctx.student.names_called.clear()
@@ -302,9 +304,10 @@ def joined_output(visible: str, hidden: str) -> str:
     return text if len(text) <= OUTPUT_CAP else text[:OUTPUT_CAP] + TRUNCATED
 
 
-def _loaded(sandbox: Sandbox, exercise: Exercise, stand_ins: Path | None) -> Student:
-    """The student proxy of ``sandbox`` with the exercise's file loaded."""
-    student = Student(sandbox, exercise, key_folder=stand_ins)
+def _loaded(sandbox: Sandbox, exercise: Exercise, key: Path | None) -> Student:
+    """The student proxy of ``sandbox`` with the exercise's file loaded (the ``key``'s files
+    standing in for the other exercises' that the submission lacks)."""
+    student = Student(sandbox, exercise, key_folder=key)
     try:
         loaded = student.load()
     except StudentError as error:
@@ -398,18 +401,15 @@ def grade_submission(
             track = course.track(name)
             if track == "bonus" and not (copy / exercise.filename).is_file():
                 return ExerciseResult(name, course.points(name), track, attempted=False)
-            own_key = key if key is not None and (key / exercise.filename).is_file() else None
-            return grade_exercise(
-                copy, exercise, course=course, key_folder=own_key,
-                include_hidden=include_hidden, limits=limits, devices=devices, secret=secret,
-                stand_ins=key,
-            )
+            return grade_exercise(copy, exercise, course=course, key=key,
+                                  include_hidden=include_hidden, limits=limits,
+                                  devices=devices, secret=secret)
 
         # An exercise without its file costs nothing to grade: only the others get a lane.
         attempted = [e.name for e in chosen if (copy / e.filename).is_file()]
         framework = {e.name: e.framework for e in chosen}
         results = lanes.graded(attempted, grade, jobs, ExerciseResult.from_dict,
-                               ready=lambda name: zygotes.ready(framework[name]),
+                               ready=lambda name: zygote_client.ready(framework[name]),
                                finished=lambda name, result: progress and progress(result))
         results = {e.name: results[e.name] if e.name in results else grade(e.name)
                    for e in chosen}

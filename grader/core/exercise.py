@@ -229,7 +229,7 @@ class HungCall(CallTimedOut, Exception):
     a stopped call does (``engine.run_check``)."""
 
 
-def _recorded(func: Callable) -> Callable:
+def _recording_examples(func: Callable) -> Callable:
     """``func`` (a Hypothesis test) made to record each example's inputs in ``ctx.example``."""
     hypothesis = getattr(func, "hypothesis", None)
     if hypothesis is None:
@@ -323,8 +323,8 @@ class Exercise:
             if any(c.name == func.__name__ for c in self.checks):
                 raise ValueError(f"{self.name}: two checks named {func.__name__}")
             self.checks.append(
-                Check(self.name, func.__name__, points, prop, _recorded(func), hidden, examples,
-                      cases)
+                Check(self.name, func.__name__, points, prop, _recording_examples(func), hidden,
+                      examples, cases)
             )
             return func
 

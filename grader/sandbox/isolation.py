@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from . import call_limit, cgroups, protocol, readers, zygotes
+from . import call_limit, cgroups, protocol, readers, zygote_client
 from .confine import (  # noqa: F401  (GiB, Limits, unprivileged_user: re-exported)
     PACKAGES,
     GiB,
@@ -63,10 +63,10 @@ class Spent(Limits):
 
 def start_zygote(frameworks: set[str] | None = None, many: bool = False) -> None:
     """Start now the processes a grading run asks for work, so that their start-up overlaps
-    with the grading process's own: the zygotes (``zygotes.start_zygote``: those of
+    with the grading process's own: the zygotes (``zygote_client.start_zygote``: those of
     ``frameworks``, or all; ``many``: they will fork a class's workers) and the reader
     (``readers.start``), which reads every exercise's files first."""
-    zygotes.start_zygote(frameworks, many)
+    zygote_client.start_zygote(frameworks, many)
     readers.start()
 
 
