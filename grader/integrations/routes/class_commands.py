@@ -68,7 +68,8 @@ def add_batch(sub: Any, common: argparse.ArgumentParser) -> None:
     many.add_argument("--csv", metavar="FILE",
                       help="write the scores here (needed unless grading a shard)")
     many.add_argument("--json-dir", metavar="DIR",
-                      help="also write <student>.json per student (instructor view)")
+                      help="also write <student>.json per student (instructor view), and "
+                           "every student's record, which report and merge read")
     many.add_argument("--jobs", type=int, default=None,
                       help="submissions graded at once (default: the number of CPUs)")
     limit_options(many)
@@ -220,7 +221,8 @@ def add_report(sub: Any, common: argparse.ArgumentParser) -> None:
     """The ``report`` command's options."""
     report = sub.add_parser("report", parents=[common],
                             help="the class report from an earlier batch's --json-dir")
-    report.add_argument("json_dir", metavar="JSON_DIR", help="batch --json-dir output")
+    report.add_argument("json_dir", metavar="JSON_DIR",
+                        help="batch --json-dir output (its records, in .records/)")
     report.add_argument("--out", required=True, metavar="DIR",
                         help="write index.html, summary.json and summary.md here")
     report.add_argument("--submissions", metavar="DIR",
@@ -228,8 +230,8 @@ def add_report(sub: Any, common: argparse.ArgumentParser) -> None:
     report.add_argument("--similarity-corpus", metavar="DIR",
                         help="compare every student with the outside solutions in DIR too")
     report.add_argument("--csv", metavar="FILE",
-                        help="read the CSV batch --csv wrote: adds its students without a JSON "
-                             "(not graded). report writes no CSV")
+                        help="read the CSV batch --csv wrote: adds any student it lists who has "
+                             "no record in JSON_DIR. report writes no CSV")
     _class_options(report)
     report.set_defaults(func=_report)
 
