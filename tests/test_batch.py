@@ -61,7 +61,7 @@ def test_batch_grades_every_student_and_reruns_identically(tmp_path):
     assert "warning: skipped frank.txt: not a folder" in first.stderr
     assert table["gina-empty"] == [""] * 7 + ["empty"]  # nothing was submitted
     assert bonus["gina-empty"] == [""] * (len(BONUS) + 1)
-    json_files = sorted(p.name for p in (tmp_path / "first" / "json").iterdir())
+    json_files = sorted(p.name for p in (tmp_path / "first" / "json").glob("*.json"))
     assert json_files == [f"{s}.json" for s in ("ada.lovelace@uni.edu", "bob-stubs",
                                                 "carol.syntax", "dave_exits")]
     dave = json.loads((tmp_path / "first" / "json" / "dave_exits.json").read_text())

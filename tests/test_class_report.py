@@ -22,6 +22,7 @@ import pytest
 from browser_tools import Browser, ensure_chromium, find_chromium, save
 from submission_tools import COURSE, KIT
 
+from grader.core import records
 from grader.integrations.outputs import class_report, exports
 from tools.bench import WRONG, make_class
 
@@ -75,10 +76,12 @@ def graded(tmp_path_factory):
     assert run.returncode == 0, run.stderr
     # Every student of the 200 gets their kind's JSON (the folder name inside replaced).
     json_dir = root / "json200"
-    json_dir.mkdir()
+    (json_dir / records.FOLDER).mkdir(parents=True)
     for student in students:
-        text = (out / "json" / f"{kind_of[student]}.json").read_text()
-        (json_dir / f"{student}.json").write_text(text.replace(kind_of[student], student))
+        for kept in (Path(f"{kind_of[student]}.json"), records.FOLDER / f"{kind_of[student]}.json"):
+            text = (out / "json" / kept).read_text()
+            (json_dir / kept.parent / f"{student}.json").write_text(
+                text.replace(kind_of[student], student))
     rows = class_report.load_rows(json_dir)
     assert len(rows) == SIZE and kinds == {"correct": 130, "wrong": 40, "hostile": 30}
     summary_dir = root / "report200"

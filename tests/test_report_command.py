@@ -14,27 +14,29 @@ import json
 
 from submission_tools import COURSE
 
-from grader.integrations.outputs import class_report, exports
+from grader.core import records
+from grader.core.results import CheckResult, ExerciseResult, StudentRecord, SubmissionResult
+from grader.integrations.outputs import class_report, exports, report
 from grader.integrations.routes.cli import main
 
 SYNTAX = "softmax.py could not be imported: SyntaxError: invalid syntax (softmax.py, line 3)"
 
 
-def results(softmax: float, error: str | None = None) -> dict:
-    """A student's JSON as batch --json-dir writes it (softmax alone graded)."""
-    data = {"score": softmax, "tests": [], "extra_data": {
-        "exercises": {"softmax": {"score": softmax, "max_score": 15, "misconceptions": [],
-                                  "attempted": True}}, "bonus": {}}, "instructor": {}}
-    if error:
-        data["instructor"]["errors"] = {"softmax": error}
-    return data
+def graded(student: str, softmax: float, error: str | None = None) -> StudentRecord:
+    """A student's record as batch holds it (softmax alone graded, by one check)."""
+    check = CheckResult("softmax", "rows_sum_to_one", "Rows sum to one.", softmax, 15, False,
+                        softmax == 15)
+    result = SubmissionResult(student, {"softmax": ExerciseResult(
+        "softmax", 15, checks=[check], error=error)}, True)
+    return StudentRecord(student, "graded", result=result)
 
 
 def json_dir(tmp_path):
     folder = tmp_path / "json"
     folder.mkdir()
-    (folder / "ada.json").write_text(json.dumps(results(15)))
-    (folder / "bo.json").write_text(json.dumps(results(0, SYNTAX)))
+    for record in (graded("ada", 15), graded("bo", 0, SYNTAX)):  # as batch --json-dir writes
+        report.write_instructor_json(record, folder)
+        records.write(folder, record)
     return folder
 
 

@@ -357,7 +357,7 @@ def test_the_result_is_the_same_in_every_process(independent):
     """No salted hash anywhere: two interpreters with different hash seeds agree. (The
     course, as ``compare`` reads it, without the exercises' modules: no torch to import.)"""
     script = ("import json, sys, types; from pathlib import Path; "
-              "from grader.integrations import similarity; "
+              "from grader.integrations.outputs import similarity; "
               "course = types.SimpleNamespace(similarity=float(sys.argv[3]), "
               "names=lambda: sys.argv[4:]); "
               "folders = {p.name: p for p in sorted(Path(sys.argv[1]).iterdir())}; "

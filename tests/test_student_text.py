@@ -156,7 +156,7 @@ def test_nbgrader_cell_outputs_and_summary_hold_no_control(graded):
     from grader.integrations.routes.nbgrader_autograde import summary
     from grader.integrations.routes.nbgrader_gradebook import Submission, cell_outputs
 
-    sub = Submission("mallory", Path("."), results=report.to_json(graded, include_output=True))
+    sub = Submission("mallory", Path("."), result=graded)
     text = cell_outputs(sub, "softmax", hidden=False)[0]["text"]
     assert no_bidi(text)
     assert (f"Not graded: softmax.py could not be imported: ValueError: {SHOWN} (at "

@@ -74,7 +74,7 @@ def load_rows(json_dir: str | os.PathLike[str],
     folder = Path(json_dir)
     if not folder.is_dir():
         raise ValueError(f"{folder} is not a folder of <student>.json files")
-    if not records.present(folder):
+    if not records.present(folder) and any(folder.glob("*.json")):
         raise ValueError(f"{folder} keeps no records ({records.FOLDER}/): it was not written "
                          "by batch --json-dir of this kit (a kit before 2026-12 kept none); "
                          "grade the class again with batch --json-dir")

@@ -89,6 +89,9 @@ def csv_cell(value: Any) -> str:
     ``-``, ``@``, a tab or a line break) gets a leading apostrophe, unless it is a plain
     number."""
     cell = text("" if value is None else value).translate(CSV_CONTROL)
+    # A carriage return is a line break to a CSV reader but not to the writer (its line ends
+    # are "\n"), which leaves it unquoted: as a line feed it is quoted, and the row stays one.
+    cell = cell.replace("\r\n", "\n").replace("\r", "\n")
     if (cell[:1] in FORMULA_STARTS and not NUMBER.fullmatch(cell)) or cell[:1] == "'":
         return "'" + cell  # an apostrophe of its own is doubled: csv_text reads either back
     return cell

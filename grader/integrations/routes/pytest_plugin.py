@@ -31,7 +31,7 @@ from typing import Any
 
 import pytest
 
-GRADER = Path(__file__).resolve().parents[1]
+GRADER = Path(__file__).resolve().parents[2]
 KIT_ROOT = GRADER.parent  # what grader.core.course calls KIT_ROOT, known without importing it
 MARKERS = {
     "core": "a check of a core exercise (its points count toward the score)",
@@ -159,7 +159,7 @@ class Kit:
         self.course = load(known=catalogue())  # the rubric `make grade` reads, as declared
         self.grading: Any = None  # the run that grades (GradingRun): the same course, loaded
         #                             with the exercises themselves
-        key = KIT_ROOT / "solutions"  # engine.DEFAULT_KEY: hidden checks run only next to it
+        key = KIT_ROOT / "solutions"  # course.DEFAULT_KEY: hidden checks run only next to it
         self.key = key if all((key / f"{n}.py").is_file()
                               for n in self.course.names("core")) else None
         self.results: dict[str, Any] = {}  # exercise -> ExerciseResult, in the order graded

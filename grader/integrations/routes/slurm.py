@@ -31,7 +31,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ...core.engine import KIT_ROOT
+from ...core.course import KIT_ROOT
 from ...core.plural import noun
 from . import shards
 
