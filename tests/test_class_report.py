@@ -78,7 +78,8 @@ def graded(tmp_path_factory):
     json_dir = root / "json200"
     (json_dir / records.FOLDER).mkdir(parents=True)
     for student in students:
-        for kept in (Path(f"{kind_of[student]}.json"), records.FOLDER / f"{kind_of[student]}.json"):
+        for kept in (Path(f"{kind_of[student]}.json"),
+                     Path(records.FOLDER, f"{kind_of[student]}.json")):
             text = (out / "json" / kept).read_text()
             (json_dir / kept.parent / f"{student}.json").write_text(
                 text.replace(kind_of[student], student))
