@@ -303,19 +303,19 @@ def test_histogram_puts_full_marks_alone_and_counts_every_score():
     assert sum(b["count"] for b in class_report.histogram([3.0, 1e9, -1], 1234)) == 3
 
 
-def test_unreadable_or_missing_results_become_not_graded_rows(graded, tmp_path):
+def test_unreadable_or_missing_records_become_not_graded_rows(graded, tmp_path):
     json_dir = tmp_path / "json"
-    json_dir.mkdir()
-    good = sorted((graded["out"] / "json").glob("*.json"))[0]
-    shutil.copyfile(good, json_dir / good.name)
-    (json_dir / "broken.json").write_text("{")
+    (json_dir / records.FOLDER).mkdir(parents=True)
+    good = sorted((graded["out"] / "json" / records.FOLDER).glob("*.json"))[0]
+    shutil.copyfile(good, json_dir / records.FOLDER / good.name)
+    (json_dir / records.FOLDER / "broken.json").write_text("{")
     (tmp_path / "grades.csv").write_text("student,total,status\nghost,100,graded\n"
                                          "gone,,no submission\nlate,,empty\n")
     rows = class_report.load_rows(json_dir, tmp_path / "grades.csv")
     statuses = {row.student: row.status for row in rows}
     assert statuses[good.stem] == "graded"
-    assert statuses["broken"].startswith("not graded: unreadable results")
-    assert statuses["ghost"] == "not graded: no ghost.json in json"
+    assert statuses["broken"].startswith("not graded: unreadable record broken.json")
+    assert statuses["ghost"] == "not graded: no record of ghost in json"
     assert statuses["late"] == "empty" and "gone" not in statuses
     summary = class_report.summarize(rows, COURSE)
     assert summary["statuses"]["empty"] == {"count": 1, "students": ["late"]}

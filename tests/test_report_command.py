@@ -82,3 +82,15 @@ def test_a_roster_entry_without_a_submission_is_a_status(tmp_path):
     assert "| no submission | 1 | cy (Cy Never) |" in (tmp_path / "out" / "summary.md").read_text()
     page = (tmp_path / "out" / "index.html").read_text()
     assert "<td>no submission</td>" in page and "no submission: 1 of 3" in page
+
+
+def test_a_results_folder_without_records_is_refused_with_what_to_do(tmp_path, capsys):
+    """A ``--json-dir`` written before the records were kept (its ``<student>.json`` alone):
+    ``report`` says so, rather than read back what it once rendered."""
+    folder = tmp_path / "json"
+    folder.mkdir()
+    report.write_instructor_json(graded("ada", 15), folder)
+    assert main(["report", str(folder), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "keeps no records (.records/)" in err and "batch --json-dir" in err
+    assert not (tmp_path / "out").exists()
