@@ -130,7 +130,7 @@ def main() -> None:
     os.environ["ATTENTION_KIT_SECRET"] = ""  # as the kit's tests grade (tests/conftest.py)
     from zoo.catalog import ENTRIES, grade_many
 
-    found = zoo_outputs(grade_many(ENTRIES, processes=2))
+    found = zoo_outputs(grade_many(ENTRIES, processes=2, whole=True))
     with tempfile.TemporaryDirectory(prefix="attention-kit-golden-") as tmp:
         write_class(Path(tmp))
         found |= class_outputs(Path(tmp))

@@ -136,23 +136,51 @@ def graded_exercises(entry: Entry) -> list[str]:
     return course.names("core") if course.track(entry.exercise) == "core" else [entry.exercise]
 
 
-def grade_entry(entry: Entry):
+def grade_entry(entry: Entry, key=None):
     """Grade the entry's submission with the real grading profile (shrinking included) and the
-    default limits."""
+    default limits. With ``key`` (the answer key's ``SubmissionResult``, graded as a
+    submission), only the entry's own exercise is graded and the key's results stand for the
+    other core exercises, whose files are the key's: each exercise is graded in workers of its
+    own, and no exercise's grade reads another's file (an import of another exercise is
+    answered by the key), so grading them again for every entry gives the key's results again
+    and costs most of the zoo's time. ``tests/golden/zoo/`` was written grading every entry in
+    whole, and ``test_golden`` holds the two to the same bytes."""
+    import copy
+    import dataclasses
+
     from grader.core.course import load
     from grader.core.engine import grade_submission
 
     course = load(KEY.parent / "course.toml")
+    names = graded_exercises(entry)
     with tempfile.TemporaryDirectory(prefix="zoo-") as tmp:
-        return grade_submission(build(entry, Path(tmp)), course=course,
-                                exercises=graded_exercises(entry))
+        graded = grade_submission(build(entry, Path(tmp)), course=course,
+                                  exercises=names if key is None else [entry.exercise])
+    if key is None or names == [entry.exercise]:
+        return graded
+    results = {name: graded.results[name] if name == entry.exercise
+               else copy.deepcopy(key.results[name]) for name in names}
+    return dataclasses.replace(graded, results=results)
 
 
-def grade_many(entries, *, processes: int = 2) -> dict:
-    """Grade every entry in full, ``processes`` entries at a time."""
+def grade_key():
+    """The answer key graded as a submission, on the core exercises (``grade_entry``'s
+    ``key``)."""
+    from grader.core.course import load
+    from grader.core.engine import grade_submission
+
+    course = load(KEY.parent / "course.toml")
+    return grade_submission(KEY, course=course, exercises=course.names("core"))
+
+
+def grade_many(entries, *, processes: int = 2, whole: bool = False) -> dict:
+    """Grade every entry, ``processes`` entries at a time: each core entry's own exercise beside
+    the key's results for the others (``grade_entry``), or, ``whole``, every exercise of every
+    entry's submission."""
+    key = None if whole else grade_key()
     if processes <= 1:
-        return {e.name: grade_entry(e) for e in entries}
+        return {e.name: grade_entry(e, key) for e in entries}
     context = multiprocessing.get_context("fork")
     with ProcessPoolExecutor(processes, mp_context=context) as pool:
-        futures = {e.name: pool.submit(grade_entry, e) for e in entries}
+        futures = {e.name: pool.submit(grade_entry, e, key) for e in entries}
         return {name: future.result() for name, future in futures.items()}
