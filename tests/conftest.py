@@ -26,13 +26,13 @@ def key_result():
 
 
 @pytest.fixture(scope="session")
-def zoo_graded():
+def zoo_graded(key_result):
     """Every zoo entry graded once per test session (``zoo.catalog.grade_many``): entry ->
     SubmissionResult. The zoo's tests, the pytest plugin's and the golden outputs' read the
     same grades."""
     from zoo.catalog import ENTRIES, grade_many
 
-    return grade_many(ENTRIES, processes=2)
+    return grade_many(ENTRIES, processes=2, key=key_result)
 
 
 @pytest.fixture(scope="session")

@@ -173,11 +173,11 @@ def grade_key():
     return grade_submission(KEY, course=course, exercises=course.names("core"))
 
 
-def grade_many(entries, *, processes: int = 2, whole: bool = False) -> dict:
+def grade_many(entries, *, processes: int = 2, whole: bool = False, key=None) -> dict:
     """Grade every entry, ``processes`` entries at a time: each core entry's own exercise beside
-    the key's results for the others (``grade_entry``), or, ``whole``, every exercise of every
-    entry's submission."""
-    key = None if whole else grade_key()
+    the key's results for the others (``grade_entry``; ``key``: the key's grade, if made
+    already), or, ``whole``, every exercise of every entry's submission."""
+    key = None if whole else key or grade_key()
     if processes <= 1:
         return {e.name: grade_entry(e, key) for e in entries}
     context = multiprocessing.get_context("fork")
