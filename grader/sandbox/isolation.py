@@ -32,7 +32,7 @@ from .confine import (  # noqa: F401  (GiB, Limits, unprivileged_user: re-export
     unprivileged_user,
 )
 from .zygote import EXIT_FORBIDDEN
-from .zygotes import (  # noqa: F401  (re-exported: the zygotes, as the Sandbox asks them)
+from .zygote_client import (  # noqa: F401  (re-exported: the zygotes, as the Sandbox asks them)
     _ZYGOTES,
     FRAMEWORKS,
     Zygote,
