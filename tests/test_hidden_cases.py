@@ -26,7 +26,7 @@ from zoo.catalog import BY_NAME, ENTRIES, build
 
 from grader.core import engine, exercise
 from grader.core.assertions import CheckFailed
-from grader.core.delegation import violations
+from grader.core.delegation_verdicts import violations
 from grader.core.exercise import Context, Exercise
 from grader.core.student import AnswerKey
 
