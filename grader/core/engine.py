@@ -370,7 +370,7 @@ def grade_submission(
 ) -> SubmissionResult:
     """Grade the folder ``path``: the course's enabled exercises (or ``exercises``), core ones
     always, bonus ones when their file is there. The workers see the interpreter and their
-    copy of this submission, nothing else (``grader.sandbox.confine.private_view``). ``jobs``
+    copy of this submission, nothing else (``grader.sandbox.mounts.private_view``). ``jobs``
     exercises are graded side by side (``grader.core.lanes``), with the same results.
     ``progress`` is given each exercise's result as it is graded, in no set order."""
     course = course or load()

@@ -24,13 +24,13 @@ from typing import Any
 
 from . import call_limit, cgroups, protocol, readers, zygote_client
 from .confine import (  # noqa: F401  (GiB, Limits, unprivileged_user: re-exported)
-    PACKAGES,
     GiB,
     Limits,
     claim_sandbox_user,
     kill_user_processes,
     unprivileged_user,
 )
+from .mounts import PACKAGES
 from .zygote import EXIT_FORBIDDEN
 from .zygote_client import (  # noqa: F401  (re-exported: the zygotes, as the Sandbox asks them)
     _ZYGOTES,
