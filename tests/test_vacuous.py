@@ -194,7 +194,7 @@ def test_a_module_that_cannot_take_the_weights_is_left_to_its_checks():
     (single groups) shows its attention, and keeps its point."""
     import torch
 
-    from grader.sandbox.worker import BadReturn, load_state
+    from grader.sandbox.operation_helpers import BadReturn, load_state
 
     module = torch.nn.Module()
     module.wk = torch.nn.Linear(2, 2)

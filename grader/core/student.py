@@ -29,7 +29,7 @@ import torch
 from ..sandbox import protocol
 from ..sandbox.call_limit import SHRINK_STOPS
 from ..sandbox.isolation import MALFORMED, CallTimedOut, Sandbox, StudentError, WorkerLost
-from ..sandbox.worker import plain
+from ..sandbox.operation_helpers import plain
 from .exercise import Exercise, definition_source
 
 

@@ -58,7 +58,7 @@ _STANDARD = (
 PRELOAD = {
     "numpy": _STANDARD,
     # Not torch.fx's symbolic shapes (0.6 s, with SymPy): the worker's backward pass does
-    # without them (``worker.run_backward``)
+    # without them (``operation_helpers.run_backward``)
     "torch": [*_STANDARD, "torch", "torch.nn", "torch.nn.functional"],
 }
 

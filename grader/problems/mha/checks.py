@@ -35,7 +35,14 @@ from ...core.strategies import (
     seeded_grid,
     telling_mask,
 )
-from ...sandbox.worker import BadReturn, linears, load_state, plain, run_backward, seed_cpu
+from ...sandbox.operation_helpers import (
+    BadReturn,
+    linears,
+    load_state,
+    plain,
+    run_backward,
+    seed_cpu,
+)
 from ..attention import causal_mask
 
 EX = Exercise("mha", functions=("MultiHeadAttention",), framework="torch", track="core",
