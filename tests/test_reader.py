@@ -24,7 +24,8 @@ from grader.core.delegation import ATTENTION_RULE, NUMPY_RULE, Rule
 from grader.core.delegation_verdicts import NESTED, verdict
 from grader.integrations.routes import notebook
 from grader.sandbox import readers
-from grader.sandbox.isolation import GiB, Limits, Sandbox, Spent, WorkerLost
+from grader.sandbox.errors import WorkerLost
+from grader.sandbox.isolation import GiB, Limits, Sandbox, Spent
 
 MiB = 1 << 20
 

@@ -482,7 +482,7 @@ def test_a_reply_served_again_is_the_workers_own_and_asks_it_nothing(tmp_path):
     """After ``restart()`` the memo serves each question's reply again, decoded anew (the check
     may have changed the first copy), and a StudentError raised from where the worker's was:
     the same failure to Hypothesis. The worker, which counts its calls, is not asked again."""
-    from grader.sandbox.isolation import StudentError
+    from grader.sandbox.errors import StudentError
 
     with _softmax_worker(tmp_path, COUNTING_SOFTMAX) as student, student.memoizing() as memo:
         outcomes, replies = [], []

@@ -22,7 +22,7 @@ from grader.core import engine, vacuous
 from grader.core.engine import CheckResult
 from grader.core.student import AnswerKey, NotImplementedYet
 from grader.core.vacuous import InformativeCalls, drawn, examples, ignores_input, withhold
-from grader.sandbox.isolation import CallTimedOut, StudentError
+from grader.sandbox.errors import CallTimedOut, StudentError
 
 SECRETS = ("", "0123456789abcdef" * 2, "f" * 32, *(f"{n:032x}" for n in range(1, 8)))
 CALLS = [(name, info.call) for name in COURSE.names() for info in EXERCISES[name].informative]

@@ -17,15 +17,8 @@ import torch
 from hypothesis.errors import Flaky
 
 from ..sandbox import cgroups, readers, zygote_client
-from ..sandbox.isolation import (
-    OUTPUT_CAP,
-    TRUNCATED,
-    CallTimedOut,
-    Limits,
-    Sandbox,
-    StudentError,
-    WorkerLost,
-)
+from ..sandbox.errors import CallTimedOut, StudentError, WorkerLost
+from ..sandbox.isolation import OUTPUT_CAP, TRUNCATED, Limits, Sandbox
 from . import assertions, lanes
 from . import view as views
 from .course import DEFAULT_KEY, Course, course_secret, load, number

@@ -28,7 +28,8 @@ import torch
 
 from ..sandbox import protocol
 from ..sandbox.call_limit import SHRINK_STOPS
-from ..sandbox.isolation import MALFORMED, CallTimedOut, Sandbox, StudentError, WorkerLost
+from ..sandbox.errors import CallTimedOut, StudentError, WorkerLost
+from ..sandbox.isolation import MALFORMED, Sandbox
 from ..sandbox.operation_helpers import plain
 from .exercise import Exercise, definition_source
 

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from ..sandbox.isolation import CallTimedOut, StudentError
+from ..sandbox.errors import CallTimedOut, StudentError
 from .exercise import Exercise, Informative
 from .results import CheckResult
 from .strategies import Draw
