@@ -19,8 +19,9 @@ import pytest
 from submission_tools import COURSE, EXERCISES, SOLUTIONS, make_submission
 
 from grader.core import engine, vacuous
+from grader.core.answer_key import AnswerKey
 from grader.core.engine import CheckResult
-from grader.core.student import AnswerKey, NotImplementedYet
+from grader.core.student import NotImplementedYet
 from grader.core.vacuous import InformativeCalls, drawn, examples, ignores_input, withhold
 from grader.sandbox.errors import CallTimedOut, StudentError
 

@@ -21,11 +21,12 @@ from ..sandbox.errors import CallTimedOut, StudentError, WorkerLost
 from ..sandbox.isolation import OUTPUT_CAP, TRUNCATED, Limits, Sandbox
 from . import assertions, lanes
 from . import view as views
+from .answer_key import AnswerKey
 from .course import DEFAULT_KEY, Course, course_secret, load, number
 from .diagnose import diagnose, hint_checks, note_misconceptions
 from .exercise import Check, Context, Exercise
 from .results import CheckResult, ExerciseResult, SubmissionResult  # noqa: F401  (re-exported)
-from .student import AnswerKey, NotImplementedYet, Student
+from .student import NotImplementedYet, Student
 from .submission import (  # noqa: F401  (BadSubmission, the limits and the copy: re-exported)
     MAX_DEPTH,
     MAX_ENTRIES,

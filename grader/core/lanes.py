@@ -43,7 +43,7 @@ from typing import Any
 
 from ..sandbox import cgroups
 from . import replay
-from .student import close_answerers
+from .answer_key import close_answerers
 
 PR_SET_PDEATHSIG = 1  # prctl(2)
 
