@@ -183,9 +183,9 @@ def child(argv: list[str] | None = None) -> None:
     loaded = time.perf_counter()
     course = load()
     exercises = course.exercises()  # the problems' modules, imported here
-    from grader.core import replay
+    from grader.core import replay_store
 
-    replay.load_cache()  # as `grader grade` does: the examples its last run drew
+    replay_store.load_cache()  # as `grader grade` does: the examples its last run drew
     gc.freeze()
     clock.parts["load"] = time.perf_counter() - loaded
     clock.wrap(isolation.Zygote, "wait_ready", "zygote")
