@@ -107,7 +107,8 @@ def test_a_loop_on_some_inputs_shows_a_smaller_input_within_the_shrink_budget(
     stopped once is stopped again at once: the last run of the smallest input, and any
     check that meets it again, cost nothing."""
     from grader.core import student
-    from grader.sandbox.isolation import CallTimedOut, Sandbox
+    from grader.sandbox.errors import CallTimedOut
+    from grader.sandbox.isolation import Sandbox
 
     sub = make_submission(tmp_path / "s", {"softmax.py": LOOPS_BELOW})
     check = next(c for c in exercise_of("softmax").checks if c.name == "test_slices_sum_to_one")

@@ -21,9 +21,8 @@ from grader.core.delegation import (
     NUMPY_RULE,
     PATCH,
     Rule,
-    verdict,
-    violations,
 )
+from grader.core.delegation_verdicts import verdict, violations
 from grader.sandbox.isolation import Limits
 
 LIMITS = Limits(timeout=30.0)

@@ -21,7 +21,8 @@ from zoo.catalog import CORRECT, KEY
 from grader.core.diagnose import catalog, diagnose, matches
 from grader.core.engine import copy_submission
 from grader.core.student import Student
-from grader.sandbox.isolation import Sandbox, StudentError, WorkerLost
+from grader.sandbox.errors import StudentError, WorkerLost
+from grader.sandbox.isolation import Sandbox
 
 
 def diagnose_file(exercise, path):

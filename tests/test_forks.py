@@ -82,10 +82,10 @@ def test_a_batch_asks_for_zygotes_for_a_class(monkeypatch):
 
 def test_the_bench_times_workers_from_both_zygotes_and_puts_the_run_s_back(capsys):
     from grader.sandbox import zygote_client
-    from tools import bench
+    from tools import bench_costs
 
     before = zygote_client._ZYGOTES.get("torch")
-    figures = bench.fork_cost(workers=3, rounds=1)
+    figures = bench_costs.fork_cost(workers=3, rounds=1)
     assert set(figures) == {"huge", "plain"} and all(ms > 0 for ms in figures.values())
     assert zygote_client._ZYGOTES.get("torch") is before
     assert "a torch worker's start and stop" in capsys.readouterr().out

@@ -33,7 +33,7 @@ from grader.core.results import CheckResult, ExerciseResult, StudentRecord, Subm
 from grader.integrations.outputs import class_report, exports, inert, report
 from grader.integrations.routes import batch, gradescope, notebook
 from grader.sandbox import protocol
-from grader.sandbox.isolation import StudentError, printable
+from grader.sandbox.errors import StudentError, printable
 
 # The grading runs: a few examples, and a failure is reported as found (shrinking it would
 # grade again and again).

@@ -25,10 +25,10 @@ from submission_tools import COURSE, EXERCISES, SOLUTIONS
 from zoo.catalog import BY_NAME, ENTRIES, build
 
 from grader.core import engine, exercise
+from grader.core.answer_key import AnswerKey
 from grader.core.assertions import CheckFailed
-from grader.core.delegation import violations
+from grader.core.delegation_verdicts import violations
 from grader.core.exercise import Context, Exercise
-from grader.core.student import AnswerKey
 
 # The zoo's grades are made under the secret "" (tests/conftest.py); these are the others.
 SECRETS = ("a course secret", "another course's secret", "0f3c9e1d5a7b2c4e")

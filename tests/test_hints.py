@@ -19,7 +19,7 @@ from grader.core.diagnose import (
 from grader.core.engine import CheckResult, _inputs, grade_submission
 from grader.core.exercise import Context
 from grader.problems.masks import Padding, Window
-from grader.sandbox.isolation import StudentError
+from grader.sandbox.errors import StudentError
 
 
 def test_every_input_carries_its_own_name():

@@ -29,7 +29,8 @@ from grader.core.engine import copy_submission
 from grader.core.student import Student
 from grader.sandbox import cgroups
 from grader.sandbox.confine import Limits, MiB
-from grader.sandbox.isolation import Sandbox, StudentError, WorkerLost
+from grader.sandbox.errors import StudentError, WorkerLost
+from grader.sandbox.isolation import Sandbox
 
 GROUPED = cgroups.controllers()  # () where each worker is bounded by rlimits alone
 

@@ -17,7 +17,7 @@ import pytest
 from submission_tools import make_submission
 from zoo.catalog import BY_NAME, build
 
-from grader.core import engine, lanes, replay
+from grader.core import engine, lanes, replay, replay_store
 from grader.integrations.outputs import report
 from grader.sandbox import cgroups
 
@@ -115,7 +115,7 @@ def test_side_by_side_grading_reports_what_one_after_another_does(tmp_path):
     assert same(report.to_json(side, include_output=True)) == same(
         report.to_json(serial, include_output=True))
     assert serial.score < serial.max_score
-    kept = replay.named()
+    kept = replay_store.named()
     assert {exercise for exercise, *_ in kept} >= {"softmax", "attention", "heads", "kv_cache"}
 
 

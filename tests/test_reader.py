@@ -19,17 +19,19 @@ from pathlib import Path
 import pytest
 from submission_tools import EXERCISES, KIT, SOLUTIONS, make_submission
 
-from grader.core import delegation, engine
-from grader.core.delegation import ATTENTION_RULE, NUMPY_RULE, verdict
+from grader.core import delegation_verdicts, engine
+from grader.core.delegation import ATTENTION_RULE, NUMPY_RULE, Rule
+from grader.core.delegation_verdicts import NESTED, verdict
 from grader.integrations.routes import notebook
 from grader.sandbox import readers
-from grader.sandbox.isolation import GiB, Limits, Sandbox, Spent, WorkerLost
+from grader.sandbox.errors import WorkerLost
+from grader.sandbox.isolation import GiB, Limits, Sandbox, Spent
 
 MiB = 1 << 20
 
 
 # -- the scan: each line looked at a bounded number of times, in any order -----------------------
-def work(source: str, rule: delegation.Rule) -> tuple[int, int]:
+def work(source: str, rule: Rule) -> tuple[int, int]:
     """The lines of Python ``verdict`` runs on ``source`` (every loop's turn, every call's
     lines), and the peak bytes it allocates."""
     lines = [0]
@@ -175,7 +177,7 @@ def test_nesting_too_deep_for_the_parser_is_said_as_before(tmp_path):
     (tmp_path / "wide.py").write_text(("x = " + "[" * 150 + "]" * 150 + "\n") * 100)
     found = readers.read_files(tmp_path, ["deep.py", "wide.py"], NUMPY_RULE, frozenset(),
                                Limits(timeout=30))
-    assert found["deep.py"] == readers.Read(delegation.NESTED, (), found["deep.py"].seconds)
+    assert found["deep.py"] == readers.Read(NESTED, (), found["deep.py"].seconds)
     assert found["wide.py"].readable and found["wide.py"].verdict is None
 
 
@@ -246,7 +248,7 @@ def test_the_grading_process_parses_no_students_text(tmp_path, monkeypatch):
     nb = {"cells": [{"cell_type": "code", "source": cell,
                      "metadata": {"nbgrader": {"grade_id": "attention"}}}]}
     monkeypatch.setattr(ast, "parse", parse)
-    monkeypatch.setattr(delegation, "parse", parse, raising=False)
+    monkeypatch.setattr(delegation_verdicts, "parse", parse, raising=False)
     result = engine.grade_submission(folder, exercises=["softmax"])
     assert result.results["softmax"].score == 15
     assert notebook.answers(nb).files["attention"].startswith(
@@ -287,7 +289,8 @@ def test_as_an_ordinary_user_the_reader_holds_the_same_limits():
     try:
         for name in ("sandbox/__init__.py", "sandbox/bounds.py", "sandbox/confine.py",
                      "sandbox/reader.py",
-                     "sandbox/readers.py", "core/delegation.py"):
+                     "sandbox/readers.py", "core/delegation.py", "core/delegation_scan.py",
+                     "core/delegation_verdicts.py"):
             (base / "grader" / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(KIT / "grader" / name, base / "grader" / name)
         (base / "grader" / "__init__.py").write_text("")

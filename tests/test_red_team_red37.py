@@ -243,7 +243,8 @@ def _join_a_login_keyring() -> None:
 def attack(name: str) -> dict:
     """Grade ``ATTACKS[name]`` as one worker: what it returned or raised, and what the
     grading process reads of it from outside."""
-    from grader.sandbox.isolation import GiB, Limits, Sandbox, StudentError, WorkerLost
+    from grader.sandbox.errors import StudentError, WorkerLost
+    from grader.sandbox.isolation import GiB, Limits, Sandbox
 
     if name == "keyring":
         try:

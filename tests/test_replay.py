@@ -15,7 +15,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 from submission_tools import KIT
 
-from grader.core import engine, replay
+from grader.core import engine, replay, replay_store
 from grader.core.assertions import CheckFailed
 from grader.core.exercise import Context, Exercise
 from grader.integrations.outputs import report
@@ -179,18 +179,18 @@ def test_a_zoo_entry_graded_after_the_key_is_told_exactly_what_it_is_told_alone(
 
 
 def test_the_command_keeps_its_recordings_and_reads_them_back(tmp_path, monkeypatch):
-    monkeypatch.setattr(replay, "CACHE", tmp_path / "replay")
+    monkeypatch.setattr(replay_store, "CACHE", tmp_path / "replay")
     engine.grade_submission(KIT / "solutions", exercises=["softmax", "masks"])
     recorded = dict(replay._RECORDED)
     assert len(recorded) >= 10
     earlier = tmp_path / "replay" / "0123456789abcdef.pickle"  # an earlier kit's: never read
     earlier.parent.mkdir()
     earlier.write_bytes(b"recorded by an earlier version of the kit")
-    replay.save_cache()
+    replay_store.save_cache()
     (path,) = (tmp_path / "replay").iterdir()  # this kit's, in place of the earlier one
     assert path.stat().st_mode & 0o777 == 0o600
     replay.forget()
-    replay.load_cache()
+    replay_store.load_cache()
     assert replay._RECORDED.keys() == recorded.keys()
     for key, examples in recorded.items():
         assert repr(replay._RECORDED[key]) == repr(examples)
@@ -199,8 +199,8 @@ def test_the_command_keeps_its_recordings_and_reads_them_back(tmp_path, monkeypa
 def test_a_recording_file_builds_plain_data_only(tmp_path, monkeypatch):
     """A file someone else slipped in is unusable, never run: no global outside plain data,
     NumPy arrays and the kit's records, and none not owned by the grading user."""
-    monkeypatch.setattr(replay, "CACHE", tmp_path / "replay")
-    path = replay.cache_file()
+    monkeypatch.setattr(replay_store, "CACHE", tmp_path / "replay")
+    path = replay_store.cache_file()
     path.parent.mkdir(parents=True)
     planted = tmp_path / "planted"
 
@@ -209,18 +209,18 @@ def test_a_recording_file_builds_plain_data_only(tmp_path, monkeypatch):
             return (open, (str(planted), "w"))
 
     path.write_bytes(pickle.dumps({("softmax", "x", "", 10, ("cpu",)): Payload()}))
-    replay.load_cache()
+    replay_store.load_cache()
     assert not planted.exists() and not replay._RECORDED
     with pytest.raises(pickle.UnpicklingError):
-        replay.Unpickler(io.BytesIO(pickle.dumps(Payload()))).load()
+        replay_store.Unpickler(io.BytesIO(pickle.dumps(Payload()))).load()
     engine.grade_submission(KIT / "solutions", exercises=["softmax"])
-    replay.save_cache()  # a good file, in place of the planted one
+    replay_store.save_cache()  # a good file, in place of the planted one
     replay.forget()
     os.chown(path, 65534, 65534)  # as root: a file of another user is not read at all
-    replay.load_cache()
+    replay_store.load_cache()
     assert not replay._RECORDED
     os.chown(path, os.geteuid(), os.getegid())
-    replay.load_cache()
+    replay_store.load_cache()
     assert replay._RECORDED
 
 
@@ -277,7 +277,7 @@ def test_flashs_reference_at_t_2048_is_computed_once_and_kept_with_the_examples(
     command from the kit's cache; the grade is the same each time."""
     from grader.problems import flash
 
-    monkeypatch.setattr(replay, "CACHE", tmp_path / "replay")
+    monkeypatch.setattr(replay_store, "CACHE", tmp_path / "replay")
     replay.forget()
     computed = []
     sdpa = flash.torch_sdpa
@@ -290,9 +290,9 @@ def test_flashs_reference_at_t_2048_is_computed_once_and_kept_with_the_examples(
     scores = []
     for run in range(3):
         if run == 2:  # the next command: what the cache holds, nothing else
-            replay.save_cache()
+            replay_store.save_cache()
             replay.forget()
-            replay.load_cache()
+            replay_store.load_cache()
         computed.clear()
         result = engine.grade_submission(KIT / "solutions", exercises=["flash"])
         scores.append(json.dumps(report.to_json(result), sort_keys=True))
@@ -371,7 +371,7 @@ def test_the_same_mistake_follows_a_kept_run_and_is_told_exactly_what_hypothesis
     check). Graded again, the kept runs are followed to their end instead, and the report is
     the same byte for byte as with nothing kept."""
     runs = unscaled_runs.runs
-    assert len(runs) >= 3 and all(replay._is_run(steps) for steps in runs.values())
+    assert len(runs) >= 3 and all(replay_store._is_run(steps) for steps in runs.values())
     assert '"score": 14' in unscaled_runs.told  # of 20: it is wrong
     _with(unscaled_runs.recordings, runs)
     again = _graded(unscaled_runs.submission)
@@ -482,7 +482,7 @@ def test_a_reply_served_again_is_the_workers_own_and_asks_it_nothing(tmp_path):
     """After ``restart()`` the memo serves each question's reply again, decoded anew (the check
     may have changed the first copy), and a StudentError raised from where the worker's was:
     the same failure to Hypothesis. The worker, which counts its calls, is not asked again."""
-    from grader.sandbox.isolation import StudentError
+    from grader.sandbox.errors import StudentError
 
     with _softmax_worker(tmp_path, COUNTING_SOFTMAX) as student, student.memoizing() as memo:
         outcomes, replies = [], []

@@ -19,10 +19,11 @@ import pytest
 from submission_tools import COURSE, EXERCISES, SOLUTIONS, make_submission
 
 from grader.core import engine, vacuous
+from grader.core.answer_key import AnswerKey
 from grader.core.engine import CheckResult
-from grader.core.student import AnswerKey, NotImplementedYet
+from grader.core.student import NotImplementedYet
 from grader.core.vacuous import InformativeCalls, drawn, examples, ignores_input, withhold
-from grader.sandbox.isolation import CallTimedOut, StudentError
+from grader.sandbox.errors import CallTimedOut, StudentError
 
 SECRETS = ("", "0123456789abcdef" * 2, "f" * 32, *(f"{n:032x}" for n in range(1, 8)))
 CALLS = [(name, info.call) for name in COURSE.names() for info in EXERCISES[name].informative]
@@ -194,7 +195,7 @@ def test_a_module_that_cannot_take_the_weights_is_left_to_its_checks():
     (single groups) shows its attention, and keeps its point."""
     import torch
 
-    from grader.sandbox.worker import BadReturn, load_state
+    from grader.sandbox.operation_helpers import BadReturn, load_state
 
     module = torch.nn.Module()
     module.wk = torch.nn.Linear(2, 2)

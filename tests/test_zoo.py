@@ -24,7 +24,7 @@ from zoo.catalog import (
     graded_exercises,
 )
 
-from grader.core.delegation import violations
+from grader.core.delegation_verdicts import violations
 from grader.core.diagnose import catalog, feedback_line
 from grader.integrations.outputs import report
 

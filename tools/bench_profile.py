@@ -183,9 +183,9 @@ def child(argv: list[str] | None = None) -> None:
     loaded = time.perf_counter()
     course = load()
     exercises = course.exercises()  # the problems' modules, imported here
-    from grader.core import replay
+    from grader.core import replay_store
 
-    replay.load_cache()  # as `grader grade` does: the examples its last run drew
+    replay_store.load_cache()  # as `grader grade` does: the examples its last run drew
     gc.freeze()
     clock.parts["load"] = time.perf_counter() - loaded
     clock.wrap(isolation.Zygote, "wait_ready", "zygote")
@@ -200,7 +200,7 @@ def child(argv: list[str] | None = None) -> None:
     # A property check's run, less its inner test, is Hypothesis drawing examples; a plain
     # check's run is its own arithmetic.
     exercise = sys.modules.get("grader.core.exercise")  # engine's imports, looked up
-    student = sys.modules.get("grader.core.student")  # (not imported: a rename is a note)
+    key = sys.modules.get("grader.core.answer_key")  # (not imported: a rename is a note)
     clock.wrap(getattr(exercise, "Check", None), "run", lambda check, *a, **k: (
         "drawing" if getattr(check, "is_property", True) else "arithmetic"))
     inner = 0
@@ -212,7 +212,7 @@ def child(argv: list[str] | None = None) -> None:
                 inner += 1
     if not inner:
         clock.notes.append("no Hypothesis inner test found: drawing includes the arithmetic")
-    answer_key = getattr(student, "AnswerKey", None)
+    answer_key = getattr(key, "AnswerKey", None)
     if answer_key is not None and hasattr(answer_key, "__getattr__"):
         found = answer_key.__getattr__
 
@@ -221,7 +221,7 @@ def child(argv: list[str] | None = None) -> None:
 
         answer_key.__getattr__ = key_function
     else:
-        clock.notes.append("student.AnswerKey not found: its time is in the arithmetic")
+        clock.notes.append("answer_key.AnswerKey not found: its time is in the arithmetic")
     graded = time.perf_counter()
     result = engine.grade_submission(args[0], course=course, exercises=args[1:] or None)
     end = time.perf_counter()

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ..sandbox.isolation import StudentError
+from ..sandbox.errors import StudentError
 from .course import DEFAULT_TOLERANCES
 from .plural import counted, noun
 

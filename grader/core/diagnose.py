@@ -28,7 +28,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..sandbox.isolation import StudentError, WorkerLost
+from ..sandbox.errors import StudentError, WorkerLost
 from .exercise import Exercise, Misconception
 from .student import NotImplementedYet, Student
 

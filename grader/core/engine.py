@@ -17,22 +17,16 @@ import torch
 from hypothesis.errors import Flaky
 
 from ..sandbox import cgroups, readers, zygote_client
-from ..sandbox.isolation import (
-    OUTPUT_CAP,
-    TRUNCATED,
-    CallTimedOut,
-    Limits,
-    Sandbox,
-    StudentError,
-    WorkerLost,
-)
+from ..sandbox.errors import CallTimedOut, StudentError, WorkerLost
+from ..sandbox.isolation import OUTPUT_CAP, TRUNCATED, Limits, Sandbox
 from . import assertions, lanes
 from . import view as views
+from .answer_key import AnswerKey
 from .course import DEFAULT_KEY, Course, course_secret, load, number
 from .diagnose import diagnose, hint_checks, note_misconceptions
 from .exercise import Check, Context, Exercise
 from .results import CheckResult, ExerciseResult, SubmissionResult  # noqa: F401  (re-exported)
-from .student import AnswerKey, NotImplementedYet, Student
+from .student import NotImplementedYet, Student
 from .submission import (  # noqa: F401  (BadSubmission, the limits and the copy: re-exported)
     MAX_DEPTH,
     MAX_ENTRIES,
@@ -370,7 +364,7 @@ def grade_submission(
 ) -> SubmissionResult:
     """Grade the folder ``path``: the course's enabled exercises (or ``exercises``), core ones
     always, bonus ones when their file is there. The workers see the interpreter and their
-    copy of this submission, nothing else (``grader.sandbox.confine.private_view``). ``jobs``
+    copy of this submission, nothing else (``grader.sandbox.mounts.private_view``). ``jobs``
     exercises are graded side by side (``grader.core.lanes``), with the same results.
     ``progress`` is given each exercise's result as it is graded, in no set order."""
     course = course or load()

@@ -32,7 +32,7 @@ from hypothesis import HealthCheck, Phase, Verbosity, seed, settings
 from hypothesis.errors import Flaky
 
 from ..sandbox.call_limit import SHRINK_STOPS
-from ..sandbox.isolation import CallTimedOut
+from ..sandbox.errors import CallTimedOut
 from . import replay
 from .course import TRACKS
 from .delegation import NUMPY_RULE, Rule

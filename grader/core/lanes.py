@@ -42,8 +42,8 @@ from pathlib import Path
 from typing import Any
 
 from ..sandbox import cgroups
-from . import replay
-from .student import close_answerers
+from . import replay_store
+from .answer_key import close_answerers
 
 PR_SET_PDEATHSIG = 1  # prctl(2)
 
@@ -81,7 +81,7 @@ def save_seconds(path: Path = SECONDS) -> None:
     if not _SECONDS:
         return
     with contextlib.suppress(OSError):
-        replay.write_private(path, json.dumps(dict(sorted(_SECONDS.items()))).encode())
+        replay_store.write_private(path, json.dumps(dict(sorted(_SECONDS.items()))).encode())
 
 
 def usable_cpus() -> int:
@@ -183,7 +183,7 @@ def graded(names: list[str], grade: Callable[[str], Any], lanes: int,
                     again.append(name)
                     continue
                 results[name] = rebuild(found["result"])
-                replay.adopt(found["recordings"])
+                replay_store.adopt(found["recordings"])
                 finished(name, results[name])
     finally:
         for lane in running:  # done, or interrupted: no child outlives us
@@ -244,11 +244,12 @@ def _start(grade: Callable[[str], Any], others: list[_Lane]) -> _Lane:
             os.close(fd)  # another lane's names: held here, that lane would never see their end
         with os.fdopen(names_read, "rb") as asked, os.fdopen(results_write, "wb") as out:
             for line in asked:
-                before = replay.recorded()
+                before = replay_store.recorded()
                 result = grade(line.decode().strip())
                 payload = pickle.dumps(
                     {_RESULT: dataclasses.asdict(result),
-                     "recordings": replay.named(replay.recorded() - before)}, protocol=5)
+                     "recordings": replay_store.named(replay_store.recorded() - before)},
+                    protocol=5)
                 out.write(len(payload).to_bytes(8, "little") + payload)
                 out.flush()
         code = 0
@@ -263,7 +264,7 @@ def _start(grade: Callable[[str], Any], others: list[_Lane]) -> _Lane:
 
 def _read(data: bytes) -> dict[str, Any] | None:
     try:
-        found = replay.read(data)
+        found = replay_store.read(data)
     except (pickle.UnpicklingError, ValueError, TypeError, EOFError, AttributeError,
             ImportError, IndexError, KeyError):
         return None

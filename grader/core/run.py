@@ -9,7 +9,8 @@ course) and the pytest plugin. What a run sets up, each once, before it grades:
 - the zygotes every worker is forked from, and the reader that reads the files, started first
   so that their start-up overlaps with this process's imports (torch's above all);
 - for one submission at a time: the examples a previous run drew and how long each exercise
-  took (``replay.load_cache``, ``lanes.load_seconds``; ``close`` keeps them for the next run);
+  took (``replay_store.load_cache``, ``lanes.load_seconds``; ``close`` keeps them for the next
+  run);
 - for a class: the zygotes told they fork a class's workers, the answer key graded once (the
   graders forked after it start with its modules imported and Hypothesis's strategies and
   torch's kernels warm; grading is seeded, so what it warms changes no result), huge pages for
@@ -71,9 +72,9 @@ class GradingRun:
 
         isolation.start_zygote(frameworks(exercises) if exercises else None)
         if caches:
-            from . import lanes, replay
+            from . import lanes, replay_store
 
-            replay.load_cache()  # the examples a previous run drew (grader/core/replay.py)
+            replay_store.load_cache()  # the examples a previous run drew (grader/core/replay.py)
             lanes.load_seconds()  # how long each exercise took: the longest start first
             self._caches = True
         from . import engine  # noqa: F401  (imported now: frozen with the rest)
@@ -130,9 +131,9 @@ class GradingRun:
         """Keep the caches for the next run (``start(caches=True)``); for a class, sweep the
         cgroups of graders that were killed before they could remove theirs."""
         if self._caches:
-            from . import lanes, replay
+            from . import lanes, replay_store
 
-            replay.save_cache()
+            replay_store.save_cache()
             lanes.save_seconds()
             self._caches = False
         if self._class:

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from ..sandbox.isolation import CallTimedOut, StudentError
+from ..sandbox.errors import CallTimedOut, StudentError
 from .exercise import Exercise, Informative
 from .results import CheckResult
 from .strategies import Draw
@@ -60,8 +60,9 @@ FLOOR = 1e-2
 # layers, and its failing to load them tells nothing of whether its answers use their input
 # (a GroupedQueryAttention whose keys keep the full width answers no call with groups).
 MISFIT = "has another shape than"
-# The whole line ``worker.load_state`` writes: a student's own text (a class named "has another
-# shape than", whose instance the worker calls "a has another shape than") never matches it.
+# The whole line ``operation_helpers.load_state`` writes: a student's own text (a class named
+# "has another shape than", whose instance the worker calls "a has another shape than") never
+# matches it.
 MISFIT_LINE = re.compile(r"\w+\.\w+ is missing or has another shape than \((\d+(, \d+)*,?)?\)")
 GROUPS, PER_GROUP = 3, 2  # structures, and calls of each: a wrong answer is the same for two
 # inputs by chance (a hard maximum, a mask) or constant on some structure (softmax along a

@@ -25,7 +25,7 @@ from ..core.delegation import ATTENTION_RULE
 from ..core.diagnose import mistaken
 from ..core.exercise import Exercise
 from ..core.strategies import FLOAT_DTYPES, Seeded, grid_array, seeds
-from ..sandbox.worker import BadReturn, load_state, plain, seed_cpu
+from ..sandbox.operation_helpers import BadReturn, load_state, plain, seed_cpu
 from .attention import causal_mask
 from .mha import MultiHeadAttention, with_weights
 

@@ -32,7 +32,7 @@ from ..core.strategies import (
     grid_array,
     telling_mask,
 )
-from ..sandbox.worker import plain
+from ..sandbox.operation_helpers import plain
 
 EX = Exercise("flash", functions=("flash_attention",), framework="numpy", track="bonus",
               points=10, order=12,

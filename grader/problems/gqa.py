@@ -36,7 +36,7 @@ from ..core.strategies import (
     seeds,
     telling_mask,
 )
-from ..sandbox.worker import BadReturn, linears, load_state, plain, seed_cpu
+from ..sandbox.operation_helpers import BadReturn, linears, load_state, plain, seed_cpu
 from .mha import MultiHeadAttention, with_weights
 
 EX = Exercise("gqa", functions=("repeat_kv", "GroupedQueryAttention"), framework="torch",

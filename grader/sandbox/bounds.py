@@ -23,7 +23,7 @@ a machine without writable controllers), an unprivileged process can still set:
   (x32, i386's ``int 0x80``);
 - its score for the kernel's out-of-memory killer raised to the most: should the machine run
   short, a worker goes before the grading process. The worker's init sets it, before it
-  mounts the worker's /proc read-only (``confine.private_view``): a process may lower its own
+  mounts the worker's /proc read-only (``mounts.private_view``): a process may lower its own
   score again, down to its parent's, without ``CAP_SYS_RESOURCE``, and the kernel then picks
   the largest process, which a batch's grading process can be.
 

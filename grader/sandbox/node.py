@@ -26,7 +26,7 @@ import contextlib
 import os
 from dataclasses import dataclass, field
 
-from . import bounds, cgroups, confine
+from . import bounds, cgroups, confine, mounts
 
 NAMESPACES = {"root": "namespaces", "user": "user namespaces", "": "no namespaces"}
 
@@ -101,14 +101,14 @@ def _mounts_in_new_pid_namespace() -> bool:
     if child == 0:
         code = 1
         with contextlib.suppress(BaseException):
-            confine._mount(None, "/", None, confine.MS_REC | confine.MS_PRIVATE)
-            confine._mount("tmpfs", "/tmp", "tmpfs", confine.MS_NOSUID | confine.MS_NODEV,
-                           "mode=700,size=1m")
+            mounts._mount(None, "/", None, mounts.MS_REC | mounts.MS_PRIVATE)
+            mounts._mount("tmpfs", "/tmp", "tmpfs", mounts.MS_NOSUID | mounts.MS_NODEV,
+                          "mode=700,size=1m")
             # A fresh /proc of the new PID namespace, as a worker's view holds: a container
             # whose /proc has paths masked refuses it to a user namespace.
             os.mkdir("/tmp/proc")
-            confine._mount("proc", "/tmp/proc", "proc",
-                           confine.MS_NOSUID | confine.MS_NODEV | confine.MS_NOEXEC)
+            mounts._mount("proc", "/tmp/proc", "proc",
+                          mounts.MS_NOSUID | mounts.MS_NODEV | mounts.MS_NOEXEC)
             code = 0
         os._exit(code)
     _, status = os.waitpid(child, 0)

@@ -4,8 +4,9 @@ student's limits (the grading side: ``grader.sandbox.readers``).
 The grading process never parses a student's text: a parse takes memory some hundreds of times
 the size of the text (2 MB of one list literal, about 1 GB), and no limit of the grading
 process's own would stop it before it stopped the machine. The reader is a fresh interpreter
-in isolated mode (``python -I -c BOOT``), sent the sources of this module and of
-``grader.core.delegation`` (nothing else of the kit; both import only the standard library).
+in isolated mode (``python -I -c BOOT``), sent the sources of this module and of the source
+rule's three (``grader.core.delegation``, ``delegation_scan`` and ``delegation_verdicts``:
+nothing else of the kit; they import only the standard library and one another).
 It imports what the parser itself may import (``preload``), then forks a child for each
 request, and the child, before it reads a byte of the student's:
 
@@ -48,21 +49,29 @@ from typing import Any
 
 FRAME_CAP = 4 << 20  # bytes of one reply: a verdict (each place capped), the modules imported
 REQUEST_CAP = 64 << 20  # bytes of one request: paths and notebook cells
-SOURCES = ("delegation", "reader")  # the modules BOOT is sent (grader.core.delegation first)
+# The modules BOOT is sent, in the order it runs them (each after those it imports): the source
+# rule's, of grader.core, then this one.
+SOURCES = ("delegation", "delegation_scan", "delegation_verdicts", "reader")
 
-# Runs in a fresh `python -I -c BOOT SOCKET_PATH`: reads the two sources as one JSON object from
-# stdin, makes each a module and serves. Stdin stays open: when the grading process that started
-# the reader goes away, the reader ends.
+# Runs in a fresh `python -I -c BOOT SOCKET_PATH`: reads the sources as one JSON object from
+# stdin, makes each a module of the package `_reader` (the rule's import one another) and serves
+# with the rule's verdicts (``delegation_verdicts``, which holds its ``Rule`` too). Stdin stays
+# open: when the grading process that started the reader goes away, the reader ends.
 BOOT = r"""
 import json, sys, types
 sources = json.loads(sys.stdin.buffer.readline())
+package = types.ModuleType("_reader")
+package.__path__ = []
+sys.modules["_reader"] = package
 modules = {}
-for name in ("delegation", "reader"):
-    module = types.ModuleType("_reader_" + name)
+for name in ("delegation", "delegation_scan", "delegation_verdicts", "reader"):
+    module = types.ModuleType("_reader." + name)
+    module.__package__ = "_reader"
     sys.modules[module.__name__] = module
+    setattr(package, name, module)
     exec(compile(sources[name], "<reader " + name + ">", "exec"), module.__dict__)
     modules[name] = module
-modules["reader"].serve(modules["delegation"], *sys.argv[1:])
+modules["reader"].serve(modules["delegation_verdicts"], *sys.argv[1:])
 """
 
 
@@ -215,8 +224,8 @@ def read(folder: int, path: str) -> bytes:
 
 def judged(delegation: Any, source: bytes, rule: Any,
            own: frozenset[str]) -> tuple[str | None, set[str]]:
-    """``delegation.read``: a MemoryError is this process's limit (``OverLimit``) when it
-    had used half of it, otherwise the parser's own depth (``delegation.NESTED``)."""
+    """``delegation_verdicts.read``: a MemoryError is this process's limit (``OverLimit``)
+    when it had used half of it, otherwise the parser's own depth (``NESTED``)."""
     try:
         return delegation.read(source, rule, own)
     except MemoryError:

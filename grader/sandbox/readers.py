@@ -32,7 +32,7 @@ from .confine import GiB, Limits, claim_sandbox_user, kill_user_processes, unpri
 from .reader import BOOT, FRAME_CAP, SOURCES
 
 SANDBOX = Path(__file__).resolve().parent
-DELEGATION = SANDBOX.parent / "core" / "delegation.py"
+CORE = SANDBOX.parent / "core"  # the source rule's modules (``reader.SOURCES``)
 UNREAD = "could not be read within its limits"
 CACHE_SIZE = 4096  # results kept (the lru_cache the in-process rule had)
 GRACE = 1.0  # seconds past its own limit the grading process waits for the reader's end
@@ -65,7 +65,9 @@ class Server:
         self.path = os.path.join(self.folder, "socket")
         self.owner = os.getpid()
         self.log = tempfile.TemporaryFile()
-        sources = {"delegation": DELEGATION.read_text(),
+        sources = {"delegation": (CORE / "delegation.py").read_text(),
+                   "delegation_scan": (CORE / "delegation_scan.py").read_text(),
+                   "delegation_verdicts": (CORE / "delegation_verdicts.py").read_text(),
                    "reader": (SANDBOX / "reader.py").read_text()}
         assert set(sources) == set(SOURCES)
         self.process = subprocess.Popen(

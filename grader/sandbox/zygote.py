@@ -2,20 +2,21 @@
 
 A worker must not be a fork of a process that holds the kit (its references are answers), so
 the grading process never forks workers itself. It starts this zygote once, as a fresh
-interpreter in isolated mode (``python -I``) that is sent the sources of the sandbox
-modules (protocol, bounds, confine, operators, worker and this one) and imports the modules in
-``PRELOAD``: nothing else of the kit, and the kit is not on its import path. There is one
-zygote per framework: the NumPy exercises' zygote never imports torch (nor scipy, jax or
-tensorflow), so no object of theirs is in a NumPy worker's memory; the torch exercises'
-zygote imports torch and blocks torch's attention operators at its dispatcher
+interpreter in isolated mode (``python -I``) that is sent the sources of the sandbox modules
+(``SOURCES``: protocol, bounds, confine, mounts, operators, operation_helpers, worker and this
+one) and imports the modules in ``PRELOAD``: nothing else of the kit, and the kit is not on its
+import path. There is one zygote per framework: the NumPy exercises' zygote never imports
+torch (nor scipy, jax or tensorflow), so no object of theirs is in a NumPy worker's memory; the
+torch exercises' zygote imports torch and blocks torch's attention operators at its dispatcher
 (``operators.block_attention``) before any worker is forked. Each grading process then
 connects to the zygote's socket and asks for workers.
 
 For each worker the zygote forks a *keeper*, which enters new namespaces (``confine``) and forks
-their *init* (PID 1: it builds the worker's view of the files, reaps, and when the worker ends,
-ends, which ends every process of the namespace), which forks the *worker* (PID 2). The keeper
-tells the grading process init's pid, then the worker's wait status when it ends; when the
-grading process asks (``k``) or goes away, the keeper kills init, and with it the namespace.
+their *init* (PID 1: it builds the worker's view of the files (``mounts``), reaps, and when the
+worker ends, ends, which ends every process of the namespace), which forks the *worker* (PID
+2). The keeper tells the grading process init's pid, then the worker's wait status when it
+ends; when the grading process asks (``k``) or goes away, the keeper kills init, and with it
+the namespace.
 
 Request (on the zygote's socket): a ``protocol`` message ``{"config", "confine"}`` with three
 descriptors: the worker's end of its request socket, the file that captures its output, and
@@ -35,9 +36,10 @@ import socket
 import sys
 from typing import Any
 
-from . import confine, operators, protocol, worker
+from . import confine, mounts, operators, protocol, worker
 
-SOURCES = ("protocol", "bounds", "confine", "operators", "worker", "zygote")
+SOURCES = ("protocol", "bounds", "confine", "mounts", "operators", "operation_helpers", "worker",
+           "zygote")
 # A torch worker that calls one of torch's attention operators ends with this exit code
 # (``operators.block_attention``); the grading process reports it as a broken rule.
 EXIT_FORBIDDEN = 86
@@ -52,7 +54,8 @@ sources = json.loads(line)
 package = types.ModuleType("_sandbox")
 package.__path__ = []
 sys.modules["_sandbox"] = package
-for name in ("protocol", "bounds", "confine", "operators", "worker", "zygote"):
+for name in ("protocol", "bounds", "confine", "mounts", "operators", "operation_helpers", "worker",
+             "zygote"):
     module = types.ModuleType("_sandbox." + name)
     module.__package__ = "_sandbox"
     sys.modules[module.__name__] = module
@@ -80,9 +83,9 @@ def preload(framework: str) -> None:
     for name in confine.PRELOAD[framework]:
         with contextlib.suppress(Exception):
             __import__(name)
-    confine.visible_paths()  # once, not in every worker's init
-    if confine.PACKAGES[framework] is not None:
-        confine.packaged(tuple(confine.PACKAGES[framework]))
+    mounts.visible_paths()  # once, not in every worker's init
+    if mounts.PACKAGES[framework] is not None:
+        mounts.packaged(tuple(mounts.PACKAGES[framework]))
     if framework != "torch":
         return
     import torch
@@ -274,7 +277,7 @@ def init(config: dict[str, Any], options: dict[str, Any], mode: str, work_fd: in
         # machine's /proc, since the worker's own is read-only (``confine.bounds``).
         confine.bounds.first_for_the_oom_killer()
         if not options["trusted"]:
-            confine.private_view(config["folder"], options["scratch"], options.get("packages"))
+            mounts.private_view(config["folder"], options["scratch"], options.get("packages"))
         wait, go = os.pipe()
         pid = os.fork()
         if pid == 0:
@@ -285,7 +288,7 @@ def init(config: dict[str, Any], options: dict[str, Any], mode: str, work_fd: in
             run_worker(config, options, mode, work_fd, output_fd)
         os.close(wait)
         if not options["trusted"]:
-            confine.seal_proc(pid)
+            mounts.seal_proc(pid)
         os.write(go, b"x")
         os.close(go)
         os.close(work_fd)

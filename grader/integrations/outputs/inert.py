@@ -26,7 +26,7 @@ import os
 import re
 from typing import Any
 
-from ...sandbox.isolation import CONTROL
+from ...sandbox.errors import CONTROL
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "\n")
 NUMBER = re.compile(r"-?\d+(\.\d+)?([eE][+-]?\d+)?")

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
-from ...core import lanes, records, replay
+from ...core import lanes, records, replay, replay_store
 from ...core.course import DEFAULT_KEY, Course
 from ...core.results import StudentRecord
 from ...core.run import GradingRun
@@ -187,13 +187,14 @@ def _fork_grader(path: Path, reply: Path, grading: GradingRun) -> int:
     code = 0
     try:  # the grader process: never returns into the batch loop
         lanes.follow_parent(parent)  # a batch that is stopped stops its graders
-        before = replay.recorded()
+        before = replay_store.recorded()
         record = grade_one(path, grading)
         reply.write_text(json.dumps(record.to_dict()))
         with contextlib.suppress(Exception):  # the failing runs it kept, for the next graders
-            runs = replay.named({k for k in replay.recorded() - before if replay.TRANSCRIPT in k})
+            runs = replay_store.named({k for k in replay_store.recorded() - before
+                                       if replay.TRANSCRIPT in k})
             if runs:
-                replay.write_private(_runs_file(reply), pickle.dumps(runs, protocol=5))
+                replay_store.write_private(_runs_file(reply), pickle.dumps(runs, protocol=5))
     except BaseException as error:  # the kit's own failure: reported in the row
         with contextlib.suppress(Exception):
             reply.write_text(json.dumps(StudentRecord(
@@ -229,9 +230,9 @@ def _adopt_runs(reply: Path) -> None:
         size = found.st_size
         if (size <= MAX_RUNS_BYTES and _ADOPTED[0] + size <= MAX_BATCH_RUNS_BYTES
                 and found.st_uid == os.geteuid()):
-            known = replay.read(path.read_bytes())
-            replay.adopt({k: v for k, v in known.items() if isinstance(k, tuple)
-                          and replay.TRANSCRIPT in k})
+            known = replay_store.read(path.read_bytes())
+            replay_store.adopt({k: v for k, v in known.items() if isinstance(k, tuple)
+                                and replay.TRANSCRIPT in k})
             _ADOPTED[0] += size
 
 

@@ -22,7 +22,8 @@ from ...core.diagnose import (
     matches,
     operated,
 )
-from .checks import EX, PROJECTIONS
+from .cases import PROJECTIONS
+from .checks import EX
 
 EX.misconception(
     "scale-by-d-model",
