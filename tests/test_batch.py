@@ -1,4 +1,5 @@
-"""Batch grading: one row per student, broken submissions included, identical on a rerun."""
+"""Batch grading: one row per student, broken submissions included (identical on a rerun:
+``test_golden``)."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ def batch(root: Path, out: Path) -> subprocess.CompletedProcess:
     )
 
 
-def test_batch_grades_every_student_and_reruns_identically(tmp_path):
+def test_batch_grades_every_student(tmp_path):
     root = tmp_path / "class"
     build_class(root)
     first = batch(root, tmp_path / "first")
@@ -66,11 +67,8 @@ def test_batch_grades_every_student_and_reruns_identically(tmp_path):
                                                 "carol.syntax", "dave_exits")]
     dave = json.loads((tmp_path / "first" / "json" / "dave_exits.json").read_text())
     assert "exit code 9" in dave["instructor"]["errors"]["softmax"]
-
-    second = batch(root, tmp_path / "second")
-    assert second.returncode == 0, second.stderr
-    for name in ["grades.csv", *(f"json/{f}" for f in json_files)]:
-        assert (tmp_path / "first" / name).read_bytes() == (tmp_path / "second" / name).read_bytes()
+    # That a rerun writes the same bytes, tests/test_golden.py holds: a class graded in every
+    # session against the files kept from the first.
 
 
 def test_a_graders_failing_runs_are_followed_by_the_graders_forked_after_it(tmp_path,
