@@ -9,7 +9,7 @@ gets a line with empty roster columns, a roster entry without a folder gets a li
 ``no submission``, and a folder (or an id) the roster lists twice keeps both lines. All three
 are returned as ``issues`` and printed, so they can be fixed before the import.
 
-Formats (checked against the importers' own documentation and code, see the README):
+Formats (checked against the importers' own documentation and code, see docs/instructors.md):
 
 - ``grades.csv``: ``student``, the core exercises' scores, ``total``, ``status``, then the
   bonus track's scores (blank: not attempted) and ``bonus_total`` (``columns``).

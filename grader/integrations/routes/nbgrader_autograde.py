@@ -205,7 +205,7 @@ def _grade_child(root: Path, reply: Path, hidden: list[Path], tmp: Path, **optio
     if not how:
         print("warning: this machine allows no mount namespace and this is not root, so the "
               "course folder stays visible to the students' code, which runs as you. Grade as "
-              "root (see the README) to keep it out of reach.", file=sys.stderr)
+              "root (see docs/instructors.md) to keep it out of reach.", file=sys.stderr)
     closed = hide.closed([p for p in hidden if p.is_dir()]) if how == "permissions" else (
         contextlib.nullcontext())
     with closed, open(reply, "a") as rows:
