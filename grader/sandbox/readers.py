@@ -13,7 +13,6 @@ exercise need not try again. Replies are plain JSON, and their shape is checked 
 from __future__ import annotations
 
 import atexit
-import contextlib
 import dataclasses
 import hashlib
 import json
@@ -28,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import served
 from .confine import GiB, Limits, claim_sandbox_user, kill_user_processes, unprivileged_user
 from .reader import BOOT, FRAME_CAP, SOURCES
 
@@ -116,18 +116,7 @@ class Server:
     def close(self) -> None:
         if os.getpid() != self.owner:
             return
-        with contextlib.suppress(Exception):
-            self.process.stdin.close()  # the reader ends on end of input
-            self.process.wait(timeout=5)
-        with contextlib.suppress(Exception):
-            self.process.kill()
-        for stream in (self.process.stdout, self.log):
-            with contextlib.suppress(Exception):
-                stream.close()
-        with contextlib.suppress(OSError):
-            os.unlink(self.path)
-        with contextlib.suppress(OSError):
-            os.rmdir(self.folder)
+        served.stop(self.process, self.log, self.path, self.folder)
 
 
 _SERVER: list[Server] = []

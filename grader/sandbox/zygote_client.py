@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import protocol
+from . import protocol, served
 from .zygote import BOOT, SOURCES, request_bytes
 
 SANDBOX = Path(__file__).resolve().parent
@@ -111,17 +111,7 @@ class Zygote:
         self._connections.clear()
         if os.getpid() != self.owner:
             return
-        with contextlib.suppress(Exception):
-            self.process.stdin.close()  # the zygote ends on end of input
-            self.process.wait(timeout=5)
-        with contextlib.suppress(Exception):
-            self.process.kill()
-        for stream in (self.process.stdout, self.log):
-            with contextlib.suppress(Exception):
-                stream.close()
-        with contextlib.suppress(OSError):
-            os.unlink(self.path)
-            os.rmdir(self.folder)
+        served.stop(self.process, self.log, self.path, self.folder)
 
 
 _ZYGOTES: dict[str, Zygote] = {}
