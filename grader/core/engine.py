@@ -18,8 +18,8 @@ from hypothesis.errors import Flaky
 
 from ..sandbox import cgroups, readers, zygote_client
 from ..sandbox.errors import CallTimedOut, StudentError, WorkerLost
-from ..sandbox.isolation import OUTPUT_CAP, TRUNCATED, Limits, Sandbox
-from . import assertions, lanes
+from ..sandbox.isolation import Limits, Sandbox
+from . import assertions, phases
 from . import view as views
 from .answer_key import AnswerKey
 from .course import DEFAULT_KEY, Course, course_secret, load, number
@@ -149,7 +149,7 @@ def _failure_text(
 
 
 # -- one exercise -----------------------------------------------------------------------------
-def grade_exercise(
+def visible_phase(
     folder: Path,
     exercise: Exercise,
     *,
@@ -159,18 +159,19 @@ def grade_exercise(
     limits: Limits,
     devices: tuple[str, ...],
     secret: str = "",
-) -> ExerciseResult:
-    """Grade one exercise of the copied submission in ``folder``: the source rule on its
-    files, then its visible checks in a worker that sees only the files that keep the rule,
-    then the hidden ones (against the answer ``key``'s file of the exercise, run here, where
-    the key has it) in a worker of their own. The key's files of the other exercises answer
-    for the student's where theirs are missing (``Student``'s stand-ins).
+) -> phases.Seen:
+    """Grade the visible part of one exercise of the copied submission in ``folder``: the
+    source rule on its files, then its visible checks, informative calls and diagnosis in a
+    worker that sees only the files that keep the rule. The key's files of the other
+    exercises answer for the student's where theirs are missing (``Student``'s stand-ins).
+    Returns the result and, where the answer ``key`` has the exercise's file, the plan of its
+    hidden phase (``hidden_phase``), which ``grader.core.phases`` runs once every exercise's
+    visible phase is done.
 
-    The visible verdicts are final before the hidden phase begins: their scores, their text,
-    the diagnosis and the exercise's error are settled in the first worker, and nothing the
-    second one does (fail, exit, hang, crash, run out of memory) changes them. A hidden phase
-    that cannot finish costs the hidden checks alone, each with the one sentence
-    ``HIDDEN_LOST``."""
+    The visible verdicts are final here: their scores, their text, the diagnosis and the
+    exercise's error are settled in this worker, and nothing the hidden one does (fail, exit,
+    hang, crash, run out of memory) changes them. A hidden phase that cannot finish costs the
+    hidden checks alone, each with the one sentence ``HIDDEN_LOST``."""
     points = course.check_points(exercise)
     compared = key is not None and (key / exercise.filename).is_file()  # its hidden checks
     checks = [c for c in exercise.checks if not c.hidden or (include_hidden and compared)]
@@ -181,13 +182,13 @@ def grade_exercise(
     if not (folder / exercise.filename).is_file():
         result.error = f"{exercise.filename} was not found in the submission"
         result.checks = [_zero(c, points[c.name]) for c in checks]
-        return result
+        return phases.Seen(result)
     view = folder.parent / "views" / exercise.name
     broken, limits = build_view(folder, view, exercise, limits)
     if broken:
         result.error = broken
         result.checks = [_zero(c, points[c.name], result.error) for c in checks]
-        return result
+        return phases.Seen(result)
     found: list[str] = []
     evidence: dict[str, list[tuple]] = {}  # a failing check -> the calls of its shown example
     probed: dict[str, tuple] = {}  # a misconception -> the probe's call that showed it
@@ -217,33 +218,33 @@ def grade_exercise(
         done = {c.name for c in result.checks}
         result.checks = [_zero_result(c, result.error) for c in result.checks] + [
             _zero(c, points[c.name], result.error) for c in checks if c.name not in done]
-        return result
+        return phases.Seen(result)
     note_misconceptions(result, found, hints=course.hints, exercise=exercise,
                         evidence=evidence, probed=probed)
     for c in result.checks:
         withhold(c, calls.get(c.name, set()), ignored)
     # The visible verdicts are final: the hidden phase only adds the hidden checks' own.
-    if hidden:
-        graded, printed = _hidden_phase(
-            view, exercise, hidden, course=course, key=key, limits=limits,
-            devices=devices, secret=secret, points=points, found=found,
-            failing=not all(c.passed for c in result.checks), ignored=ignored)
-        result.checks += graded
-        result.output = joined_output(result.output, printed)
-    return result
+    if not hidden:
+        return phases.Seen(result)
+    return phases.Seen(result, phases.Plan.of(
+        [c.name for c in hidden], limits, found=found, ignored=ignored,
+        failing=not all(c.passed for c in result.checks)))
 
 
-def _hidden_phase(view: Path, exercise: Exercise, hidden: list[Check], *, course: Course,
-                  key: Path, limits: Limits, devices: tuple[str, ...],
-                  secret: str, points: dict[str, float],
-                  found: list[str], failing: bool, ignored: dict[str, str],
-                  ) -> tuple[list[CheckResult], str]:
-    """The hidden checks' results, in a worker of their own, and what it printed (for the
-    instructor). Hints come from the visible diagnosis (``found``); where the visible checks
-    all passed (``failing`` False) and a hidden one failed, from probes run here, after the
-    hidden calls, so they go on the hidden checks alone (shown when grades are published),
-    never on the exercise's list. A worker lost on the way costs every hidden check, each with
-    ``HIDDEN_LOST``; why it stopped goes to the instructor's output only."""
+def hidden_phase(folder: Path, exercise: Exercise, plan: phases.Plan, *, course: Course,
+                 key: Path, devices: tuple[str, ...], secret: str = "") -> phases.Added:
+    """The hidden checks' results (``plan.checks``, compared with the answer ``key``'s file of
+    the exercise, run here), in a worker of their own that sees the files the visible one saw,
+    and what it printed (for the instructor). Hints come from the visible diagnosis
+    (``plan.found``); where the visible checks all passed (``plan.failing`` False) and a hidden
+    one failed, from probes run here, after the hidden calls, so they go on the hidden checks
+    alone (shown when grades are published), never on the exercise's list. A worker lost on
+    the way costs every hidden check, each with ``HIDDEN_LOST``; why it stopped goes to the
+    instructor's output only."""
+    view = folder.parent / "views" / exercise.name
+    hidden = [c for c in exercise.checks if c.name in plan.checks]
+    points = course.check_points(exercise)
+    limits, found, ignored = plan.exercise_limits(), plan.found, plan.ignored
     results: list[CheckResult] = []
     evidence: dict[str, list[tuple]] = {}
     probed: dict[str, tuple] = {}
@@ -258,19 +259,19 @@ def _hidden_phase(view: Path, exercise: Exercise, hidden: list[Check], *, course
                 for check in hidden:
                     results.append(_run_noting_calls(check, ctx, course, points, secret, calls))
                     evidence[check.name] = list(ctx.calls)
-                if not found and not failing and not all(c.passed for c in results):
+                if not found and not plan.failing and not all(c.passed for c in results):
                     found = diagnose(exercise, student, probed)  # only a hidden one failed
             finally:
                 printed = _printed(sandbox)
     except (_LoadFailed, WorkerLost) as error:
         why = getattr(error, "reason", None) or str(error)
         printed += ("\n" if printed else "") + f"[the hidden checks' worker stopped: {why}]"
-        return [_zero(c, points[c.name], HIDDEN_LOST) for c in hidden], printed
+        return phases.Added([_zero(c, points[c.name], HIDDEN_LOST) for c in hidden], printed)
     hint_checks(results, found, hints=course.hints, exercise=exercise, evidence=evidence,
                 probed=probed)
     for c in results:
         withhold(c, calls.get(c.name, set()), ignored)
-    return results, printed
+    return phases.Added(results, printed)
 
 
 def _run_noting_calls(check: Check, ctx: Context, course: Course, points: dict[str, float],
@@ -288,14 +289,6 @@ def _printed(sandbox: Sandbox) -> str:
     sees it), a temporary folder of this run's, which would make the same submission's output
     differ from one run to the next."""
     return sandbox.output().replace(f"{sandbox.folder}{os.sep}", "")
-
-
-def joined_output(visible: str, hidden: str) -> str:
-    """What the two workers of an exercise printed, for the instructor, within one cap."""
-    if not hidden or visible.endswith(TRUNCATED):
-        return visible
-    text = visible + ("\n" if visible else "") + "[during the hidden checks]\n" + hidden
-    return text if len(text) <= OUTPUT_CAP else text[:OUTPUT_CAP] + TRUNCATED
 
 
 def _loaded(sandbox: Sandbox, exercise: Exercise, key: Path | None) -> Student:
@@ -361,12 +354,17 @@ def grade_submission(
     limits: Limits = Limits(),
     jobs: int = 1,
     progress: Callable[[ExerciseResult], None] | None = None,
+    visible: Callable[[SubmissionResult], None] | None = None,
 ) -> SubmissionResult:
     """Grade the folder ``path``: the course's enabled exercises (or ``exercises``), core ones
     always, bonus ones when their file is there. The workers see the interpreter and their
     copy of this submission, nothing else (``grader.sandbox.mounts.private_view``). ``jobs``
     exercises are graded side by side (``grader.core.lanes``), with the same results.
-    ``progress`` is given each exercise's result as it is graded, in no set order."""
+
+    Every exercise's visible phase runs before any hidden phase (``grader.core.phases``).
+    ``visible`` is given the submission's visible verdicts, final, before the first hidden
+    phase begins (each hidden check still to run reads ``phases.NOT_YET``); ``progress`` is
+    given each exercise's result once it is graded, in no set order."""
     course = course or load()
     source = Path(path)
     if not source.is_dir():
@@ -382,7 +380,7 @@ def grade_submission(
             raise ValueError(f"unknown or disabled exercise {name!r}")
     devices = available_devices()
     secret = course_secret(key) if key is not None else ""
-    chosen = [e for e in course.exercises() if e.name in names]
+    chosen = {e.name: e for e in course.exercises() if e.name in names}
     with tempfile.TemporaryDirectory(prefix="attention-kit-") as tmp:
         os.chmod(tmp, 0o755)  # read-only to a worker without namespaces; others see nothing
         copy = Path(tmp) / "submission"
@@ -390,27 +388,44 @@ def grade_submission(
         copy_submission(source, copy, seconds=limits.timeout)
         readers.start()  # before the lanes fork: one reader for them all
 
-        def grade(name: str) -> ExerciseResult:
-            exercise = next(e for e in chosen if e.name == name)
+        def seen(name: str) -> phases.Seen:
+            exercise = chosen[name]
             track = course.track(name)
             if track == "bonus" and not (copy / exercise.filename).is_file():
-                return ExerciseResult(name, course.points(name), track, attempted=False)
-            return grade_exercise(copy, exercise, course=course, key=key,
-                                  include_hidden=include_hidden, limits=limits,
-                                  devices=devices, secret=secret)
+                return phases.Seen(ExerciseResult(name, course.points(name), track,
+                                                  attempted=False))
+            return visible_phase(copy, exercise, course=course, key=key,
+                                 include_hidden=include_hidden, limits=limits,
+                                 devices=devices, secret=secret)
+
+        def added(name: str, plan: phases.Plan) -> phases.Added:
+            assert key is not None  # a plan is made only where the key has the exercise
+            return hidden_phase(copy, chosen[name], plan, course=course, key=key,
+                                devices=devices, secret=secret)
+
+        def pending(name: str, check: str) -> CheckResult:
+            found = next(c for c in chosen[name].checks if c.name == check)
+            return _zero(found, course.check_points(chosen[name])[check], phases.NOT_YET)
 
         # An exercise without its file costs nothing to grade: only the others get a lane.
-        attempted = [e.name for e in chosen if (copy / e.filename).is_file()]
-        framework = {e.name: e.framework for e in chosen}
-        results = lanes.graded(attempted, grade, jobs, ExerciseResult.from_dict,
-                               ready=lambda name: zygote_client.ready(framework[name]),
-                               finished=lambda name, result: progress and progress(result))
-        results = {e.name: results[e.name] if e.name in results else grade(e.name)
-                   for e in chosen}
+        framework = {name: e.framework for name, e in chosen.items()}
+        results = phases.graded(
+            list(chosen), seen, added, jobs,
+            working=[name for name, e in chosen.items() if (copy / e.filename).is_file()],
+            ready=lambda name: zygote_client.ready(framework[name]),
+            finished=lambda name, result: progress and progress(result),
+            written=lambda shown: visible and visible(_submission(source, shown, course, key)),
+            pending=pending if visible else None)
+    cgroups.settle()  # the workers' groups that were left for later
+    return _submission(source, results, course, key)
+
+
+def _submission(source: Path, results: dict[str, ExerciseResult], course: Course,
+                key: Path | None) -> SubmissionResult:
+    """The submission's record of its exercises' ``results``."""
     for result in results.values():
         if result.not_implemented and result.error is None:
             result.attempted = False  # an untouched stub
-    cgroups.settle()  # the workers' groups that were left for later
     skipped = {"core": 0.0, "bonus": 0.0}  # the points the hidden checks would have added
     for name, result in results.items():
         skipped[result.track] += course.points(name) - result.max_score

@@ -5,11 +5,12 @@ it compares, it sends the next. On a machine with two or more cores, two exercis
 once take little longer than one. ``graded`` forks ``lanes`` children of the grading process
 and sends each the name of an exercise, and another when it is done (a fork costs every page
 of the parent that the child then writes, so once per lane rather than once per exercise);
-each grades its exercise exactly as the grading process would have (``grade_exercise``: its
-own workers, from the same zygotes), and sends back, over a pipe only it and its parent hold,
-the result and the examples it recorded (``replay``) for the next run. The results are put
-back in the course's order, so the report is the same, byte for byte, as one graded an
-exercise after another.
+each grades a phase of its exercise (``grader.core.phases``: every visible phase, then every
+hidden one) exactly as the grading process would have (``engine.visible_phase``,
+``engine.hidden_phase``: its own workers, from the same zygotes), and sends back, over a pipe
+only it and its parent hold, the result and the examples it recorded (``replay``) for the next
+run. The results are put back in the course's order, so the report is the same, byte for byte,
+as one graded an exercise after another.
 
 The children run the kit's code only: the student's code stays in the workers, which the
 zygotes fork and which hold none of these pipes. A child that fails (the kit's own error, a
@@ -55,10 +56,15 @@ SECONDS = Path(__file__).resolve().parents[2] / "build" / "lanes.json"
 _SECONDS: dict[str, float] = {}
 
 
-def longest_first(names: list[str]) -> list[str]:
-    """``names``, the longest to grade (by the seconds last noted) first; those never timed
-    keep their order, after the others."""
-    return sorted(names, key=lambda name: -_SECONDS.get(name, 0.0))
+def longest_first(names: list[str], phase: str = "") -> list[str]:
+    """``names``, the longest to grade (by the seconds last noted for ``phase``) first; those
+    never timed keep their order, after the others."""
+    return sorted(names, key=lambda name: -_SECONDS.get(_timed(name, phase), 0.0))
+
+
+def _timed(name: str, phase: str) -> str:
+    """What the seconds of ``phase`` of exercise ``name`` are noted under."""
+    return f"{name} ({phase})" if phase else name
 
 
 def load_seconds(path: Path = SECONDS) -> None:
@@ -115,7 +121,7 @@ def graded(names: list[str], grade: Callable[[str], Any], lanes: int,
            rebuild: Callable[[dict[str, Any]], Any],
            ready: Callable[[str], bool] = lambda name: True,
            finished: Callable[[str, Any], None] = lambda name, result: None,
-           ) -> dict[str, Any]:
+           phase: str = "") -> dict[str, Any]:
     """``grade(name)`` for each of ``names``, ``lanes`` at a time, in forked children that
     each grade one exercise after another (a fork costs every page the child then writes:
     one per lane, not one per exercise); returns the results by name. ``rebuild`` makes a
@@ -123,7 +129,9 @@ def graded(names: list[str], grade: Callable[[str], Any], lanes: int,
     grades here, one after another. A free lane takes the first name that is ``ready`` (its
     zygote done with its imports), so that no lane waits for torch while a NumPy exercise
     could be graded, the longest first (``longest_first``). ``finished(name, result)`` is
-    called here as each exercise's result arrives (grade's progress lines)."""
+    called here as each exercise's result arrives (grade's progress lines). ``phase`` names
+    the part of each exercise graded (``grader.core.phases``: "" for the visible one), which
+    its seconds are noted under."""
 
     def graded_here(name: str) -> Any:
         result = grade(name)
@@ -138,7 +146,7 @@ def graded(names: list[str], grade: Callable[[str], Any], lanes: int,
     gc.freeze()
     results: dict[str, Any] = {}
     again: list[str] = []  # the names whose lane failed: graded here, after the others
-    pending = list(reversed(longest_first(names)))
+    pending = list(reversed(longest_first(names, phase)))
     running: list[_Lane] = []
     try:
         while pending or any(lane.name for lane in running):
@@ -174,7 +182,7 @@ def graded(names: list[str], grade: Callable[[str], Any], lanes: int,
                     continue
                 name, lane.name = lane.name, None
                 assert name is not None
-                _SECONDS[name] = round(time.monotonic() - lane.started, 3)
+                _SECONDS[_timed(name, phase)] = round(time.monotonic() - lane.started, 3)
                 found = _read(bytes(lane.data[8:8 + size])) if chunk else None
                 if not chunk:  # the lane died: its exercise is graded here
                     _stop(lane)

@@ -109,10 +109,12 @@ class GradingRun:
     # -- grading ----------------------------------------------------------------------------
     def grade(self, path: str | os.PathLike[str], *, exercises: list[str] | None = None,
               lanes: int | None = None,
-              progress: Callable[[ExerciseResult], None] | None = None) -> SubmissionResult:
+              progress: Callable[[ExerciseResult], None] | None = None,
+              visible: Callable[[SubmissionResult], None] | None = None) -> SubmissionResult:
         """Grade the folder ``path`` (``engine.grade_submission``): the course's exercises or
         ``exercises``, ``lanes`` of them side by side (default: ``jobs`` for a run of one
-        submission at a time, one in a class's grader)."""
+        submission at a time, one in a class's grader); every visible phase first, given to
+        ``visible``, then every hidden one (``grader.core.phases``)."""
         from . import engine
 
         if lanes is None:
@@ -124,7 +126,7 @@ class GradingRun:
                 lanes = self.jobs if self.jobs is not None else default_lanes()
         return engine.grade_submission(path, course=self.course, key_folder=self.key,
                                        limits=self.limits, exercises=exercises, jobs=lanes,
-                                       progress=progress)
+                                       progress=progress, visible=visible)
 
     # -- the end ----------------------------------------------------------------------------
     def close(self) -> None:

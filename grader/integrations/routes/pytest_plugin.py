@@ -19,6 +19,8 @@ Collection reads the exercise modules' source (their ``EX = Exercise(...)`` and
 Hidden checks: they are items only where ``make grade`` runs them, next to the answer key
 (``solutions/``, the instructor's copy), marked ``hidden``. A handout has neither the key nor
 the hidden checks' code; there the table says, as ``make grade`` does, how many points they add.
+Where they run, the first item grades every exercise the session selected at once, as ``grade``
+does: every visible phase before any hidden one (``grader.core.phases``).
 """
 
 from __future__ import annotations
@@ -165,6 +167,7 @@ class Kit:
         self.results: dict[str, Any] = {}  # exercise -> ExerciseResult, in the order graded
         self.failures: dict[str, str] = {}  # exercise -> why it could not be graded
         self.skipped: dict[str, float] = {}  # exercise -> hidden points not graded here
+        self.selected: list[str] = []  # the exercises of the session's items, once collected
 
     def checks(self, name: str) -> list[tuple[str, bool]]:
         """The checks ``grade`` runs for exercise ``name``: hidden ones next to its key."""
@@ -175,7 +178,12 @@ class Kit:
     def verdict(self, name: str, check: str) -> Verdict:
         """The check's verdict; grades the exercise on first use, once per session."""
         if name not in self.results and name not in self.failures:
-            self._grade(name)
+            # With hidden checks, every selected exercise at once: no visible phase after a
+            # hidden one. Without, one exercise at a time (``-x`` grades no more than it runs).
+            names = [name] if self.key is None else [
+                n for n in dict.fromkeys([*self.selected, name])
+                if n not in self.results and n not in self.failures]
+            self._grade(names)
         if name in self.failures:
             return Verdict("failed", f"Not graded: {self.failures[name]}")
         result = self.results[name]
@@ -184,8 +192,8 @@ class Kit:
             return found[check]
         return Verdict("failed", f"Not graded: {result.error or 'the grader ran no such check'}")
 
-    def _grade(self, name: str) -> None:
-        from ...core.course import DEFAULT_KEY, CourseError, load
+    def _grade(self, names: list[str]) -> None:
+        from ...core.course import DEFAULT_KEY, CourseError, load, number
         from ...core.run import GradingRun
         from ...core.submission import BadSubmission
 
@@ -195,12 +203,13 @@ class Kit:
                 for category in IGNORED_BY_DEFAULT:
                     warnings.simplefilter("ignore", category)
                 self.grading = self.grading or GradingRun(load(), DEFAULT_KEY)
-                graded = self.grading.grade(self.folder, exercises=[name], lanes=1)
+                graded = self.grading.grade(self.folder, exercises=names, lanes=1)
         except (BadSubmission, CourseError, ValueError) as error:
-            self.failures[name] = str(error)
+            self.failures.update(dict.fromkeys(names, str(error)))
             return
-        self.results[name] = graded.results[name]
-        self.skipped[name] = graded.hidden_points_skipped + graded.hidden_bonus_points_skipped
+        for name in names:  # what the hidden checks not graded here add, as grade counts it
+            result = self.results[name] = graded.results[name]
+            self.skipped[name] = number(self.grading.course.points(name) - result.max_score)
 
     def summary(self) -> str:
         """The score table of the exercises graded, as ``make grade`` prints it."""
@@ -273,6 +282,14 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     ours = sorted((items[i] for i in slots), key=lambda item: order.index(item.exercise))
     for i, item in zip(slots, ours):
         items[i] = item
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The exercises of the items left once ``-m``, ``-k`` and ``--lf`` have selected."""
+    kit = session.config.stash.get(KIT, None)
+    if kit is not None:
+        kit.selected = list(dict.fromkeys(item.exercise for item in session.items
+                                          if isinstance(item, CheckItem)))
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
