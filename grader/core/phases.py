@@ -35,7 +35,7 @@ from .results import CheckResult, ExerciseResult
 # What each hidden check of an exercise reads in the visible part (``written``): the hidden
 # phase has not run yet. A route that writes it and is then stopped leaves this, not a score
 # that looks final.
-NOT_YET = "the hidden checks run once every visible check is graded"
+NOT_YET = "the hidden checks had not run when this was written"
 
 
 @dataclass

@@ -36,6 +36,16 @@ def _progress() -> Any:
     return done
 
 
+def _visible_json(path: str | None) -> Any:
+    """``--json``'s first writing: the visible part, before any hidden check runs (each hidden
+    test reads that it has not run yet); the whole replaces it at the end."""
+    if not path:
+        return None
+    from ..outputs import report
+
+    return lambda part: report.dump_json(part, path)
+
+
 def _grade(args: argparse.Namespace) -> int:
     from ...core.course import DEFAULT_KEY
     from ...core.run import GradingRun
@@ -50,7 +60,8 @@ def _grade(args: argparse.Namespace) -> int:
         # alone needs no torch zygote), then the course is loaded and its checks imported.
         run.start(args.exercise, caches=True)
         result = run.grade(args.path, exercises=args.exercise or None,
-                           progress=_progress() if sys.stderr.isatty() else None)
+                           progress=_progress() if sys.stderr.isatty() else None,
+                           visible=_visible_json(args.json))
     except (BadSubmission, ValueError) as error:  # CourseError is a ValueError
         print(f"error: {error}", file=sys.stderr)
         if args.json:  # whoever reads the JSON learns why, as Gradescope's student does

@@ -14,6 +14,7 @@ import json
 import os
 import tempfile
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -141,12 +142,14 @@ def _unreadable_notebooks(submission: Path) -> list[str]:
     return reasons
 
 
-def run(root: Path) -> dict[str, Any]:
+def run(root: Path, write: Callable[[dict[str, Any]], None] = lambda data: None,
+        ) -> dict[str, Any]:
     """Grade ``root/submission``: the exercise files, or the answer cells of an uploaded
     notebook (``%%exercise`` cells, taken out as files exactly as nbgrader's isolated autograde
-    does), whichever holds more exercises."""
+    does), whichever holds more exercises. ``write`` is given results.json's visible part
+    before the first hidden check runs (``grader.core.phases``: each hidden test then reads
+    that it has not run)."""
     from ...core.run import GradingRun
-    from ..outputs import report
     from . import notebook
 
     bundled = root / "source" / "course.toml"
@@ -183,10 +186,19 @@ def run(root: Path) -> dict[str, Any]:
             return failure(" ".join([f"No exercise files found: upload {listed}, or the "
                                      "notebook (.ipynb).", *unreadable]))
         try:
-            result = GradingRun(course, root / "source" / "solutions").grade(folder, lanes=1)
+            result = GradingRun(course, root / "source" / "solutions").grade(
+                folder, lanes=1, visible=lambda part: write(results_json(part, notes)))
         except BadSubmission as error:
             return failure(f"This submission could not be graded: {error}")
-    data = report.to_json(result)  # never the student's printed output
+    return results_json(result, notes)
+
+
+def results_json(result: Any, notes: list[str]) -> dict[str, Any]:
+    """results.json of ``result`` (a SubmissionResult), its summary line followed by
+    ``notes``; never the student's printed output."""
+    from ..outputs import report
+
+    data = report.to_json(result)
     data["output"] = inert.plain(" ".join([visible_summary(result), *notes]))
     data["stdout_visibility"] = "hidden"
     return data
@@ -215,14 +227,23 @@ def visible_summary(result: Any) -> str:
 
 
 def run_and_write(root: Path) -> int:
-    """Grade ``root/submission`` into ``root/results/results.json``, whatever happens."""
+    """Grade ``root/submission`` into ``root/results/results.json``, whatever happens: its
+    visible part first, before any hidden check runs, then the whole."""
     try:
-        data = run(root)
+        data = run(root, lambda part: _write(root, part))
     except Exception as error:  # the kit's own failure: still leave a results.json behind
         data = failure(f"The autograder failed ({error!r}); please tell your instructor.")
-    (root / "results").mkdir(parents=True, exist_ok=True)
-    with open(root / "results" / "results.json", "w") as handle:
-        json.dump(data, handle, indent=2, sort_keys=True)
-        handle.write("\n")
+    _write(root, data)
     print(data.get("output", ""))
     return 0
+
+
+def _write(root: Path, data: dict[str, Any]) -> None:
+    """``root/results/results.json``, replaced whole: never half written."""
+    (root / "results").mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", dir=root / "results", prefix=".results-",
+                                     suffix=".json", delete=False) as handle:
+        json.dump(data, handle, indent=2, sort_keys=True)
+        handle.write("\n")
+    os.chmod(handle.name, 0o644)
+    os.replace(handle.name, root / "results" / "results.json")
