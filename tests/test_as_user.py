@@ -11,6 +11,7 @@ them: the node's check and ``grade``'s report as that user.
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ElementTree
 
 import as_user
@@ -46,7 +47,11 @@ def test_grade_as_the_user_ends_its_report_with_what_held():
     assert done.returncode == 0, done.stderr[-3000:]
     assert "softmax        15 / 15  all checks pass" in done.stdout
     note = done.stdout.split("\nIsolation: ", 1)[1].splitlines()
-    assert note[0] == "user namespaces, rlimits; no CPU share"
+    held, _, others = note[0].partition("; no CPU share; ")
+    assert held == "user namespaces, rlimits"
+    # who else runs here: root's processes and the user's own never count
+    assert re.fullmatch(r"no other user's process runs here|processes of \d+ other users? run "
+                        r"here \((?!.*\bnobody\b).*\)", others), note[0]
     assert [line.split(":")[0] for line in note[1:]] == ["  - memory", "  - processes", "  - CPU"]
 
 

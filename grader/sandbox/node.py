@@ -18,15 +18,24 @@ seen; so does a JupyterHub instructor's server, and a laptop. The workers' isola
 ``check()`` probes both the way a worker is set up (in a throwaway child, so this process is
 unchanged) and says whether untrusted code may be graded here, and the words each row's status
 adds (none under the full isolation: root, namespaces and the three controllers).
+
+It also counts the other users whose processes run here (``neighbours``): no namespace hides a
+worker from them. A process of another user sees what ``/proc`` shows of every process (a
+worker's command line, its times) unless ``/proc`` is mounted with ``hidepid``, and shares the
+page cache and the CPUs with the workers. The isolation line an instructor's route prints
+names them ("processes of 2 other users run here (ana, bob)"); a row's status does not, as the
+records hold nothing that varies from one run to the next.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import pwd
 from dataclasses import dataclass, field
 
 from . import bounds, cgroups, confine, mounts
+from .confine import SANDBOX_UID_BASE, SANDBOX_UIDS
 
 NAMESPACES = {"root": "namespaces", "user": "user namespaces", "": "no namespaces"}
 
@@ -37,6 +46,10 @@ class NodeIsolation:
     enforced: str = "cgroups"  # what bounds a worker (``cgroups.enforced``)
     controllers: tuple[str, ...] = cgroups.CONTROLLERS  # those of its control group
     missing: list[str] = field(default_factory=list)  # why untrusted code may not run here
+    # The other users whose processes this process saw at start, by name (None: not counted),
+    # and whether /proc hides other users' processes here (hidepid).
+    others: tuple[str, ...] | None = None
+    hidepid: bool = False
 
     @property
     def isolated(self) -> bool:
@@ -56,6 +69,31 @@ class NodeIsolation:
             label += "; no CPU share"
         return label + "; --trust-submissions" if self.missing and trusted else label
 
+    def line(self, trusted: bool = False) -> str:
+        """The isolation line's words: ``label``, then who else runs here; nothing under the
+        full isolation where no other user's process runs."""
+        label = self.label(trusted)
+        said = self.neighbours()
+        if said is None or (not label and not self.others):
+            return label
+        return f"{label or NAMESPACES[self.namespaces] + ', ' + self.enforced}; {said}"
+
+    def neighbours(self) -> str | None:
+        """Who else runs here, in words (None: not counted)."""
+        if self.others is None:
+            return None
+        shown = ", ".join(self.others[:SHOWN]) + (
+            f" and {len(self.others) - SHOWN} more" if len(self.others) > SHOWN else "")
+        if self.others:
+            users = "user" if len(self.others) == 1 else "users"
+            return f"processes of {len(self.others)} other {users} run here ({shown})"
+        if self.hidepid:
+            return "/proc hides other users' processes here (hidepid)"
+        return "no other user's process runs here"
+
+
+SHOWN = 5  # the other users named in the line; the rest are counted
+
 
 def check() -> NodeIsolation:
     """Probe this machine (see the module docstring)."""
@@ -66,7 +104,68 @@ def check() -> NodeIsolation:
                        "user a user namespace with mount rights: see "
                        "/proc/sys/user/max_user_namespaces), so a submission could read the "
                        "answer key and the other students' folders")
-    return NodeIsolation(mode, cgroups.enforced(), cgroups.controllers(), missing)
+    return NodeIsolation(mode, cgroups.enforced(), cgroups.controllers(), missing,
+                         neighbours(), hidepid())
+
+
+def neighbours(proc: str = "/proc") -> tuple[str, ...]:
+    """The users, other than this process's, whose processes ``proc`` shows, by name (a uid
+    where there is none), sorted: root's aside (the system's, which sees everything anyway)
+    and the kit's sandbox uids (workers, of this run or another)."""
+    ours = {0, os.getuid(), os.geteuid()}
+    uids = set()
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(proc):
+            if entry.name.isdigit():
+                uid = _real_uid(entry.path)
+                if uid is not None and uid not in ours and not _sandbox(uid):
+                    uids.add(uid)
+    return tuple(sorted(_name(uid) for uid in uids))
+
+
+def _real_uid(folder: str) -> int | None:
+    """A process's real uid (its status), or the owner of its folder where the status is
+    closed to us (``hidepid=1``); None once it has gone."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        with open(os.path.join(folder, "status")) as status:
+            for text in status:
+                if text.startswith("Uid:"):
+                    return int(text.split()[1])
+    with contextlib.suppress(OSError):
+        return os.stat(folder).st_uid
+    return None
+
+
+def _sandbox(uid: int) -> bool:
+    """A sandbox uid of the kit's (``confine.claim_sandbox_user``: no account has it)."""
+    if not SANDBOX_UID_BASE <= uid < SANDBOX_UID_BASE + SANDBOX_UIDS:
+        return False
+    try:
+        pwd.getpwuid(uid)
+    except KeyError:
+        return True
+    return False
+
+
+def _name(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"
+
+
+def hidepid(mountinfo: str = "/proc/self/mountinfo") -> bool:
+    """Whether the /proc this process sees hides other users' processes (``hidepid=1`` or
+    more, ``noaccess``, ``invisible``, ``ptraceable``)."""
+    with contextlib.suppress(OSError):
+        with open(mountinfo) as mounts_here:
+            for text in mounts_here:
+                fields = text.split()
+                if len(fields) > 4 and fields[4] == "/proc" and " - proc " in text:
+                    options = text.rsplit(" ", 1)[-1].strip().split(",")
+                    return any(o.startswith("hidepid=") and o != "hidepid=0"
+                               and o != "hidepid=off" for o in options)
+    return False
 
 
 def namespaces() -> str:

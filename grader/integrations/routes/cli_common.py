@@ -16,11 +16,12 @@ def limits_of(args: argparse.Namespace) -> Limits:
 
 
 def isolation_note(found: Any, trusted: bool = False) -> str:
-    """The lines a report ends with where the workers had less than root's isolation (none
-    where they had all of it): what held, and what a worker went without."""
+    """The lines a report ends with where the workers had less than root's isolation, or
+    another user's processes run here (none where neither): what held, who else runs here
+    (``node.NodeIsolation.line``), and what a worker went without."""
     from ...sandbox import cgroups
 
-    label = found.label(trusted)
+    label = found.line(trusted)
     if not label:
         return ""
     lines = [f"Isolation: {label}"]
