@@ -59,6 +59,23 @@ def test_a_lane_grades_one_exercise_after_another():
 GRADED: list[str] = []
 
 
+def test_a_pool_keeps_its_lanes_from_one_round_to_the_next(monkeypatch):
+    """``grader.core.phases`` sends the same lanes every visible phase, then every hidden one
+    (a line of its own per name): no lane is forked again, and none outlives the pool."""
+    monkeypatch.setattr(lanes, "_SECONDS", {})
+    with lanes.Pool(lambda line: Result(line, os.getpid()), 2) as pool:
+        first = pool.graded(["a", "b", "c"], rebuild)
+        second = pool.graded(["a", "b"], rebuild, task=lambda name: f"{name}!", phase="hidden")
+        pids = [lane.pid for lane in pool.running]
+    assert len(pids) == 2 and {r.pid for r in first.values()} == set(pids)
+    assert {r.pid for r in second.values()} <= set(pids)
+    assert [r.name for r in second.values()] == ["a!", "b!"] and list(second) == ["a", "b"]
+    assert {"a", "b", "c", "a (hidden)", "b (hidden)"} == set(lanes._SECONDS)
+    for pid in pids:
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)  # reaped
+
+
 def test_one_lane_grades_here():
     parent = os.getpid()
     found = lanes.graded(["a", "b"], lambda name: Result(name, os.getpid()), 1, rebuild)
@@ -183,9 +200,9 @@ def test_the_longest_exercise_starts_first_and_each_lane_is_timed(monkeypatch):
     forked: list[str] = []  # the order in which the lanes were given the names
     send = lanes._send
 
-    def noting(lane, name):
+    def noting(lane, name, line):
         forked.append(name)
-        return send(lane, name)
+        return send(lane, name, line)
 
     monkeypatch.setattr(lanes, "_send", noting)
 

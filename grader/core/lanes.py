@@ -2,15 +2,15 @@
 
 A grading process spends much of an exercise waiting: it sends an example, the worker answers,
 it compares, it sends the next. On a machine with two or more cores, two exercises graded at
-once take little longer than one. ``graded`` forks ``lanes`` children of the grading process
-and sends each the name of an exercise, and another when it is done (a fork costs every page
-of the parent that the child then writes, so once per lane rather than once per exercise);
-each grades a phase of its exercise (``grader.core.phases``: every visible phase, then every
-hidden one) exactly as the grading process would have (``engine.visible_phase``,
-``engine.hidden_phase``: its own workers, from the same zygotes), and sends back, over a pipe
-only it and its parent hold, the result and the examples it recorded (``replay``) for the next
-run. The results are put back in the course's order, so the report is the same, byte for byte,
-as one graded an exercise after another.
+once take little longer than one. A ``Pool`` forks up to ``lanes`` children of the grading
+process and sends each the name of an exercise, and another when it is done (a fork costs every
+page of the parent that the child then writes, so once per lane rather than once per exercise);
+each grades a phase of its exercise (``grader.core.phases``: every visible phase, then, in the
+same lanes, every hidden one) exactly as the grading process would have
+(``engine.visible_phase``, ``engine.hidden_phase``: its own workers, from the same zygotes), and
+sends back, over a pipe only it and its parent hold, the result and the examples it recorded
+(``replay``) for the next run. The results are put back in the course's order, so the report is
+the same, byte for byte, as one graded an exercise after another.
 
 The children run the kit's code only: the student's code stays in the workers, which the
 zygotes fork and which hold none of these pipes. A child that fails (the kit's own error, a
@@ -18,7 +18,7 @@ signal) has its exercise graded again in the grading process, where the error is
 would have been. Each child is a grading process to ``cgroups`` (``g<pid>``): its workers get
 one CPU and the memory limit, as one exercise always had.
 
-The longest exercises start first: ``graded`` notes how long each lane took, and the command
+The longest exercises start first: a pool notes how long each lane took, and the command
 line keeps those seconds in the kit's build folder for its next run (``load_seconds``,
 ``save_seconds``), so that no long exercise is left to run alone at the end while the other
 cores sit idle. Only the order in which lanes start changes, never a result.
@@ -121,34 +121,56 @@ def graded(names: list[str], grade: Callable[[str], Any], lanes: int,
            rebuild: Callable[[dict[str, Any]], Any],
            ready: Callable[[str], bool] = lambda name: True,
            finished: Callable[[str, Any], None] = lambda name, result: None,
-           phase: str = "") -> dict[str, Any]:
-    """``grade(name)`` for each of ``names``, ``lanes`` at a time, in forked children that
-    each grade one exercise after another (a fork costs every page the child then writes:
-    one per lane, not one per exercise); returns the results by name. ``rebuild`` makes a
-    result again from its fields (``dataclasses.asdict``). With one lane, or one name, it
-    grades here, one after another. A free lane takes the first name that is ``ready`` (its
-    zygote done with its imports), so that no lane waits for torch while a NumPy exercise
-    could be graded, the longest first (``longest_first``). ``finished(name, result)`` is
-    called here as each exercise's result arrives (grade's progress lines). ``phase`` names
-    the part of each exercise graded (``grader.core.phases``: "" for the visible one), which
-    its seconds are noted under."""
+           ) -> dict[str, Any]:
+    """``grade(name)`` for each of ``names``, ``lanes`` at a time (``Pool.graded``), the
+    lanes ended once they are all graded."""
+    with Pool(grade, lanes) as pool:
+        return pool.graded(names, rebuild, ready, finished)
 
-    def graded_here(name: str) -> Any:
-        result = grade(name)
-        finished(name, result)
-        return result
 
-    if lanes <= 1 or len(names) <= 1:
-        return {name: graded_here(name) for name in names}
-    # The objects made so far are the parent's, and a child only reads them: kept out of the
-    # collector's passes, which would otherwise touch (and so copy) every page of them in
-    # every child.
-    gc.freeze()
-    results: dict[str, Any] = {}
-    again: list[str] = []  # the names whose lane failed: graded here, after the others
-    pending = list(reversed(longest_first(names, phase)))
-    running: list[_Lane] = []
-    try:
+class Pool:
+    """Up to ``lanes`` forked children of this process, each of which grades what it is sent,
+    one after another (a fork costs every page the child then writes: one per lane, not one
+    per exercise), kept from one ``graded`` to the next: ``grader.core.phases`` sends them
+    every visible phase, then every hidden one, and a lane's answer-key workers
+    (``answer_key.answerer``) serve both. Use it as a context manager: no lane outlives it."""
+
+    def __init__(self, grade: Callable[[str], Any], lanes: int):
+        self.grade, self.lanes = grade, lanes
+        self.running: list[_Lane] = []
+        self.forked = False
+
+    def graded(self, names: list[str], rebuild: Callable[[dict[str, Any]], Any],
+               ready: Callable[[str], bool] = lambda name: True,
+               finished: Callable[[str, Any], None] = lambda name, result: None,
+               phase: str = "", task: Callable[[str], str] = lambda name: name,
+               ) -> dict[str, Any]:
+        """``grade(task(name))`` for each of ``names``, ``lanes`` at a time; returns the
+        results by name. ``task`` is the line a lane is sent for a name (the name itself by
+        default), and ``rebuild`` makes a result again from its fields
+        (``dataclasses.asdict``). With one lane, or one name, it grades here, one after
+        another. A free lane takes the first name that is ``ready`` (its zygote done with its
+        imports), so that no lane waits for torch while a NumPy exercise could be graded, the
+        longest first (``longest_first``). ``finished(name, result)`` is called here as each
+        result arrives (grade's progress lines). ``phase`` names the part of each exercise
+        graded (``grader.core.phases``: "" for the visible one), which its seconds are noted
+        under."""
+        lanes, running = self.lanes, self.running
+
+        def graded_here(name: str) -> Any:
+            result = self.grade(task(name))
+            finished(name, result)
+            return result
+
+        if lanes <= 1 or len(names) <= 1:
+            return {name: graded_here(name) for name in names}
+        # The objects made so far are the parent's, and a child only reads them: kept out of
+        # the collector's passes, which would otherwise touch (and so copy) every page of them
+        # in every child.
+        gc.freeze()
+        results: dict[str, Any] = {}
+        again: list[str] = []  # the names whose lane failed: graded here, after the others
+        pending = list(reversed(longest_first(names, phase)))
         while pending or any(lane.name for lane in running):
             while pending:
                 idle = next((lane for lane in running if lane.name is None), None)
@@ -159,11 +181,12 @@ def graded(names: list[str], grade: Callable[[str], Any], lanes: int,
                     break  # nothing can start yet: look again in a moment
                 name = name or pending[-1]  # nothing else to do: the lane waits, not us
                 pending.remove(name)
-                lane = idle or _start(grade, running)
+                lane = idle or _start(self.grade, running)
                 if idle is None:
                     running.append(lane)
+                    self.forked = True
                 try:
-                    _send(lane, name)
+                    _send(lane, name, task(name))
                 except OSError:  # the lane is gone (killed from outside): graded here
                     again.append(name)
                     lane.name = None
@@ -193,19 +216,30 @@ def graded(names: list[str], grade: Callable[[str], Any], lanes: int,
                 results[name] = rebuild(found["result"])
                 replay_store.adopt(found["recordings"])
                 finished(name, results[name])
-    finally:
-        for lane in running:  # done, or interrupted: no child outlives us
+        for name in again:
+            results[name] = graded_here(name)
+        return {name: results[name] for name in names}
+
+    def close(self) -> None:
+        """End every lane: those at rest finish and exit, one still grading (interrupted) is
+        killed."""
+        running, self.running = self.running, []
+        for lane in running:
             _stop(lane, kill=bool(lane.name))
-    cgroups.sweep()  # the groups of a lane that ended before it could remove them
-    for name in again:
-        results[name] = graded_here(name)
-    return {name: results[name] for name in names}
+        if self.forked:
+            cgroups.sweep()  # the groups of a lane that ended before it could remove them
+
+    def __enter__(self) -> Pool:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
 
 
-def _send(lane: _Lane, name: str) -> None:
-    """Give ``lane`` the exercise ``name`` to grade next."""
+def _send(lane: _Lane, name: str, task: str) -> None:
+    """Give ``lane`` the exercise ``name`` to grade next: the line ``task`` (one line)."""
     lane.name, lane.started, lane.data = name, time.monotonic(), bytearray()
-    os.write(lane.names, name.encode() + b"\n")
+    os.write(lane.names, task.encode() + b"\n")
 
 
 def _stop(lane: _Lane, *, kill: bool = False) -> None:

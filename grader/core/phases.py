@@ -8,9 +8,10 @@ phase that ran after it could then raise that mark, a bit of a hidden input, in 
 feedback, which the student reads before grades are published. So no visible phase of a
 submission runs after any of its hidden phases: ``graded`` runs every exercise's visible phase
 (its checks, informative calls and diagnosis, ``engine.visible_phase``), side by side in lanes
-as ``lanes.graded`` runs them, waits for all of them (each worker has ended when its phase
+(``lanes.Pool``), waits for all of them (each worker has ended when its phase
 returns), fixes their verdicts as bytes (``Seen.frozen``), hands them to the route
-(``written``), and only then runs the hidden phases (``engine.hidden_phase``), in lanes again.
+(``written``), and only then runs the hidden phases (``engine.hidden_phase``), in the same
+lanes, each sent its plan (``Plan``).
 The final result of each exercise is made from its frozen bytes with the hidden checks added:
 nothing a hidden phase does can change a visible byte.
 
@@ -100,30 +101,37 @@ def graded(names: list[str], visible: Callable[[str], Seen],
            working: list[str] | None = None) -> dict[str, ExerciseResult]:
     """Every visible phase of ``names`` (``visible(name)``), then, once all are done and
     ``written`` has been given their results, every hidden phase (``hidden(name, plan)``);
-    ``jobs`` lanes at a time (``lanes.graded``). Returns the results by name, in the order of
-    ``names``. Only the names in ``working`` (default: all) need a lane: the others (a file
-    missing) are graded here, and ``finished`` is not called for them. ``finished(name,
-    result)`` is called as each of the others is done, both its phases; ``pending(name,
-    check)`` is what a hidden check not yet run reads in ``written``'s results (by default
-    they are left out)."""
+    ``jobs`` lanes at a time (``lanes.Pool``: the same lanes for both). Returns the results by
+    name, in the order of ``names``. Only the names in ``working`` (default: all) need a lane:
+    the others (a file missing) are graded here, and ``finished`` is not called for them.
+    ``finished(name, result)`` is called as each of the others is done, both its phases;
+    ``pending(name, check)`` is what a hidden check not yet run reads in ``written``'s results
+    (by default they are left out)."""
     working = names if working is None else working
-    seen = lanes.graded(working, visible, jobs, Seen.from_dict, ready=ready,
-                        finished=lambda name, s: s.plan is None and finished(name, s.result))
-    seen.update({name: visible(name) for name in names if name not in seen})
-    frozen = {name: seen[name].frozen() for name in names}
-    plans = {name: s.plan for name, s in seen.items() if s.plan is not None}
-    del seen  # from here on, the visible verdicts are the frozen bytes alone
-    shown = {name: _thawed(data) for name, data in frozen.items()}
-    if pending is not None:
-        for name, plan in plans.items():
-            shown[name].checks += [pending(name, check) for check in plan.checks]
-    written(shown)
 
-    def done(name: str, added: Added) -> None:
-        finished(name, _with(frozen[name], added))
+    def task(line: str) -> Seen | Added:
+        """A lane's line: an exercise's name (its visible phase), or its hidden phase's."""
+        if not line.startswith("{"):
+            return visible(line)
+        sent = json.loads(line)
+        return hidden(sent["name"], Plan(**sent["plan"]))
 
-    added = lanes.graded(list(plans), lambda name: hidden(name, plans[name]), jobs,
-                         Added.from_dict, ready=ready, finished=done, phase="hidden")
+    with lanes.Pool(task, jobs) as pool:  # the same lanes for both phases
+        seen = pool.graded(working, Seen.from_dict, ready,
+                           lambda name, s: s.plan is None and finished(name, s.result))
+        seen.update({name: visible(name) for name in names if name not in seen})
+        frozen = {name: seen[name].frozen() for name in names}
+        plans = {name: s.plan for name, s in seen.items() if s.plan is not None}
+        del seen  # from here on, the visible verdicts are the frozen bytes alone
+        shown = {name: _thawed(data) for name, data in frozen.items()}
+        if pending is not None:
+            for name, plan in plans.items():
+                shown[name].checks += [pending(name, check) for check in plan.checks]
+        written(shown)
+        added = pool.graded(
+            list(plans), Added.from_dict, ready,
+            lambda name, a: finished(name, _with(frozen[name], a)), phase="hidden",
+            task=lambda name: json.dumps({"name": name, "plan": dataclasses.asdict(plans[name])}))
     return {name: _with(frozen[name], added.get(name)) for name in names}
 
 
