@@ -57,6 +57,7 @@ def stub_sources(solutions: Path = ROOT / "solutions",
     }
 
 
+EXERCISES = ROOT / "exercises"
 RECORD = ROOT / "build" / "stubs.json"
 
 
@@ -111,11 +112,12 @@ def _kept_name(path: Path) -> Path:
     return kept
 
 
-def write_stubs(course: Course | None = None, target: Path = ROOT / "exercises", *,
-                force: bool = False, record: Path = RECORD) -> list[Written]:
-    """Write the course's stubs into ``target``; return what was written. ChangedStubs, and
-    nothing written, where a file differs from what the kit last wrote (``record``) and from
-    the stub, unless ``force``."""
+def write_stubs(course: Course | None = None, target: Path | None = None, *,
+                force: bool = False, record: Path | None = None) -> list[Written]:
+    """Write the course's stubs into ``target`` (default ``exercises/``); return what was
+    written. ChangedStubs, and nothing written, where a file differs from what the kit last
+    wrote (``record``, default ``RECORD``) and from the stub, unless ``force``."""
+    target, record = target or EXERCISES, record or RECORD
     stubs = stub_sources(course=course)
     known = _read_record(record)
     key = {name: str((target / name).resolve()) for name in stubs}
