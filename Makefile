@@ -62,8 +62,7 @@ $(DEV): $(CORE) requirements-dev.lock
 ## grade: grade $(SUBMISSION) (default: exercises/, your work); EXERCISE=NAME grades that
 ##        exercise alone (make grade EXERCISE=softmax; several: EXERCISE="softmax heads")
 grade: $(CORE)
-	$(VENV)/bin/grader grade $(SUBMISSION) $(foreach e,$(EXERCISE),--exercise $(e)) \
-	    $(COURSE_FLAG)
+	$(VENV)/bin/grader grade $(strip $(SUBMISSION) $(EXERCISE:%=--exercise %) $(COURSE_FLAG))
 
 ## answer-key: grade solutions/ (must print 100/100)
 answer-key: $(CORE)
@@ -123,13 +122,12 @@ demo-class: $(CORE)
 ##        last wrote (someone's work) is refused by name, FORCE=1 replaces it and keeps it as
 ##        NAME.py.orig
 stubs: $(CORE)
-	$(VENV)/bin/grader stubs $(COURSE_FLAG) $(if $(FORCE),--force)
+	$(VENV)/bin/grader $(strip stubs $(COURSE_FLAG) $(if $(FORCE),--force))
 
 ## nbgrader: write the nbgrader course folder $(COURSE) (config + source/attention/attention.ipynb);
 ##        its exchange is $(COURSE)/exchange, or EXCHANGE=DIR (a site's shared exchange)
 nbgrader: $(DEV)
-	$(VENV)/bin/grader nbgrader build $(COURSE) $(COURSE_FLAG) \
-	    $(if $(EXCHANGE),--exchange $(EXCHANGE))
+	$(VENV)/bin/grader nbgrader build $(strip $(COURSE) $(COURSE_FLAG) $(EXCHANGE:%=--exchange %))
 
 ## nbgrader-autograde: grade $(COURSE)'s submitted notebooks of $(ASSIGNMENT) in isolation, into
 ##        its gradebook (no notebook runs; then nbgrader export / generate_feedback as usual)

@@ -93,7 +93,7 @@ $(VENV)/.installed: pyproject.toml requirements.lock
 
 ## grade: grade exercises/ (one exercise: make grade EXERCISE=softmax)
 grade: $(VENV)/.installed
-\t$(VENV)/bin/grader grade exercises $(foreach e,$(EXERCISE),--exercise $(e))
+\t$(VENV)/bin/grader grade $(strip exercises $(EXERCISE:%=--exercise %))
 
 clean:
 \trm -rf $(VENV) .hypothesis
