@@ -80,7 +80,7 @@ class ChangedStubs(Exception):
             f"not replacing {', '.join(shown(p) for p in paths)}: "
             f"{'it differs' if one else 'each differs'} from the stub the kit last wrote there "
             f"(your work?). Keep {'it' if one else 'them'}, or replace "
-            f"{'it' if one else 'them'} with make stubs FORCE=1 (grader stubs --force): "
+            f"{'it' if one else 'them'} with make stubs FORCE=1 (.venv/bin/grader stubs --force): "
             + (f"the old file is then kept as {shown(paths[0])}.orig" if one else
                "each old file is then kept beside it as NAME.py.orig"))
 
