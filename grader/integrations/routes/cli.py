@@ -71,7 +71,8 @@ def _grade(args: argparse.Namespace) -> int:
     run.close()
     print(report.render(result, show_output=args.show_output, titled=not progress))
     # What the workers' isolation went without is the instructor's concern: `batch`, nbgrader
-    # autograde and a Gradescope log say it; `grade` says it when asked (-v).
+    # autograde and the instructor's part of the JSON (--json, Gradescope's results) say it;
+    # `grade` prints it when asked (-v).
     note = isolation_note(found) if args.verbose else ""
     if note:
         print(f"\n{note}")
