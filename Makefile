@@ -8,6 +8,8 @@ ASSIGNMENT ?= attention
 JOBS ?=
 AGAINST ?=
 EXERCISE ?=
+FORCE ?=
+EXCHANGE ?=
 DEMO ?= demo-class
 COURSE_FILE ?=
 COURSE_FLAG := $(if $(COURSE_FILE),--course $(COURSE_FILE))
@@ -31,22 +33,36 @@ newer, and $(PYTHON) is $(or $(PYTHON_VERSION),not found): run make PYTHON=pytho
 .PHONY: grade answer-key test test-slurm slurm-install bench stubs zoo demo-class docs nbgrader \
 	nbgrader-autograde handout gradescope gpu-check lint clean
 
+# The install says what it does, one line a step. What pip prints (warnings it recovered from,
+# such as an index it could not reach) goes to .venv/install.log, shown in full if a step fails.
+INSTALL_LOG := $(VENV)/install.log
+PIP := $(PY) -m pip install --disable-pip-version-check
+LOGGED := >>$(INSTALL_LOG) 2>&1 || { cat $(INSTALL_LOG); echo "make: the step above failed \
+(its log: $(INSTALL_LOG))"; exit 1; }
+TORCH_PIN = $(shell grep '^torch==' requirements.lock)
+TORCH_STEP = installing $(TORCH_PIN), the CPU build (about 190 MB)
+
 $(CORE): pyproject.toml requirements.lock
 	$(CHECK_PYTHON)
-	$(PYTHON) -m venv $(VENV)
-	$(if $(TORCH_INDEX),$(PY) -m pip install --quiet --disable-pip-version-check --retries 2 \
-		--no-deps $(TORCH_INDEX) $(shell grep '^torch==' requirements.lock))
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.lock
-	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
-	touch $@
+	@echo "setting up .venv/ with $(PYTHON) (Python $(PYTHON_VERSION)); the first time takes minutes"
+	@$(PYTHON) -m venv $(VENV) && : >$(INSTALL_LOG)
+	$(if $(TORCH_INDEX),@echo "$(TORCH_STEP)")
+	$(if $(TORCH_INDEX),@$(PIP) --retries 2 --no-deps $(TORCH_INDEX) $(TORCH_PIN) $(LOGGED))
+	@echo "installing the pinned packages (requirements.lock: torch, numpy, hypothesis, pytest)"
+	@$(PIP) -r requirements.lock $(LOGGED)
+	@echo "installing the kit into .venv/ (its command: .venv/bin/grader)"
+	@$(PIP) --no-deps -e . $(LOGGED)
+	@touch $@
 
 $(DEV): $(CORE) requirements-dev.lock
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.lock
-	touch $@
+	@echo "installing the kit's own tools (requirements-dev.lock: nbgrader, ruff, mkdocs)"
+	@$(PIP) -r requirements-dev.lock $(LOGGED)
+	@touch $@
 
-## grade: grade $(SUBMISSION) (default: exercises/, your work)
+## grade: grade $(SUBMISSION) (default: exercises/, your work); EXERCISE=NAME grades that
+##        exercise alone (make grade EXERCISE=softmax; several: EXERCISE="softmax heads")
 grade: $(CORE)
-	$(PY) -m grader grade $(SUBMISSION) $(COURSE_FLAG)
+	$(VENV)/bin/grader grade $(strip $(SUBMISSION) $(EXERCISE:%=--exercise %) $(COURSE_FLAG))
 
 ## answer-key: grade solutions/ (must print 100/100)
 answer-key: $(CORE)
@@ -54,7 +70,7 @@ answer-key: $(CORE)
 
 ## test: the kit's own tests (as root, the attack and limit tests again as uid 65534)
 test: $(DEV)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -ra tests
 
 ## test-slurm: start a one-node Slurm cluster on this machine (root, make slurm-install), then
 ##        grade a class on it through python -m grader slurm as uid 65534, as a site's user
@@ -102,13 +118,16 @@ docs: $(DEV)
 demo-class: $(CORE)
 	$(PY) tests/demo_class.py $(DEMO)
 
-## stubs: regenerate exercises/ from solutions/
+## stubs: regenerate exercises/ from solutions/; a file that differs from the stub the kit
+##        last wrote (someone's work) is refused by name, FORCE=1 replaces it and keeps it as
+##        NAME.py.orig
 stubs: $(CORE)
-	$(PY) -m grader stubs $(COURSE_FLAG)
+	$(VENV)/bin/grader $(strip stubs $(COURSE_FLAG) $(if $(FORCE),--force))
 
-## nbgrader: write the nbgrader course folder $(COURSE) (config + source/attention/attention.ipynb)
+## nbgrader: write the nbgrader course folder $(COURSE) (config + source/attention/attention.ipynb);
+##        its exchange is $(COURSE)/exchange, or EXCHANGE=DIR (a site's shared exchange)
 nbgrader: $(DEV)
-	$(PY) -m grader nbgrader build $(COURSE) $(COURSE_FLAG)
+	$(VENV)/bin/grader nbgrader build $(strip $(COURSE) $(COURSE_FLAG) $(EXCHANGE:%=--exchange %))
 
 ## nbgrader-autograde: grade $(COURSE)'s submitted notebooks of $(ASSIGNMENT) in isolation, into
 ##        its gradebook (no notebook runs; then nbgrader export / generate_feedback as usual)

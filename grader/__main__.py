@@ -1,3 +1,3 @@
-from .integrations.routes.cli import leave, main
+from .integrations.routes.cli import run
 
-leave(main())
+run()

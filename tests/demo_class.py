@@ -87,5 +87,5 @@ if __name__ == "__main__":
     target = Path(sys.argv[1] if len(sys.argv) > 1 else "demo-class")
     written = write(target)
     print(f"wrote {len(written)} submissions under {target}/: {', '.join(STUDENTS)}")
-    print(f"try: python -m grader batch {target} --csv {target}-grades.csv "
-          f"--report {target}-report")
+    print(f"try: .venv/bin/grader batch {target} --csv {target}-grades.csv "
+          f"--json-dir {target}-results --report {target}-report")

@@ -40,12 +40,18 @@ def test_the_user_grades_in_user_namespaces_bounded_by_rlimits():
         str(as_user.UID), "True", "user namespaces, rlimits; no CPU share\n"], probe
 
 
-def test_grade_as_the_user_ends_its_report_with_what_held():
-    # On 4e1a685 the report said nothing of it.
+def test_grade_as_the_user_says_what_held_when_asked():
+    """``grade -v`` ends its report with what the workers went without; a student's plain
+    ``grade`` ends with their points (issue 45: every ``make grade`` ended with it)."""
     kit = as_user.kit()
-    done = kit.run(kit.python, "-m", "grader", "grade", "solutions", "--exercise", "softmax")
+    plain = kit.run(kit.python, "-m", "grader", "grade", "solutions", "--exercise", "softmax")
+    assert plain.returncode == 0, plain.stderr[-3000:]
+    assert "Isolation" not in plain.stdout + plain.stderr
+    done = kit.run(kit.python, "-m", "grader", "grade", "solutions", "--exercise", "softmax",
+                   "-v")
     assert done.returncode == 0, done.stderr[-3000:]
     assert "softmax        15 / 15  all checks pass" in done.stdout
+    assert done.stdout.split("\nIsolation: ")[0] == plain.stdout
     note = done.stdout.split("\nIsolation: ", 1)[1].splitlines()
     held, _, others = note[0].partition("; no CPU share; ")
     assert held == "user namespaces, rlimits"

@@ -1,5 +1,7 @@
 """Every command's --help is plain text with one example, and the example is a command the
-parser takes (issue 39: the help showed the module's Markdown and no example)."""
+parser takes, written as a reader pastes it in the kit's folder (issue 39: the help showed the
+module's Markdown and no example; issue 45: ``python -m grader`` is no command on a system
+without ``python``)."""
 
 from __future__ import annotations
 
@@ -35,11 +37,12 @@ def test_help_is_plain_text_with_an_example_the_parser_takes(path, capsys):
     assert done.value.code == 0
     text = capsys.readouterr().out
     assert not MARKUP.search(text), text
+    assert text.startswith("usage: grader")
     example = text.split("example:\n", 1)[1].strip().splitlines()[0]
     argv = shlex.split(example)
-    assert argv[:3] == [*"python -m grader".split()]
-    assert tuple(argv[3:3 + len(path)]) == path
-    cli.build_parser().parse_args(argv[3:])  # exits with 2 on an example it does not take
+    assert argv[0] == ".venv/bin/grader"  # the console script, as the docs write it
+    assert tuple(argv[1:1 + len(path)]) == path
+    cli.build_parser().parse_args(argv[1:])  # exits with 2 on an example it does not take
 
 
 def test_bench_help_is_plain_text_with_an_example():

@@ -180,13 +180,25 @@ def _bonus_table(result: SubmissionResult) -> list[str]:
 
 
 def summary(result: SubmissionResult) -> str:
-    """The report's tables without the failing checks' sections (``pytest`` ends with it)."""
-    return inert.plain("\n".join(_core_table(result) + (_bonus_table(result) if result.bonus
-                                                        else [])))
+    """The report's tables without the failing checks' sections (``pytest`` ends with it): the
+    table of each track it graded (``pytest -m bonus`` grades no core exercise, and shows no
+    core table)."""
+    lines = _core_table(result) if result.exercises or not result.bonus else []
+    if result.bonus:
+        lines += _bonus_table(result)[0 if lines else 1:]
+    return inert.plain("\n".join(lines))
 
 
-def render(result: SubmissionResult, *, show_output: bool = False) -> str:
-    lines = [f"Grading {result.path}", "", *_core_table(result)]
+def heading(path: str) -> str:
+    """The report's first line (``grade`` prints it before grading, in a terminal)."""
+    return inert.plain(f"Grading {path}\n")
+
+
+def render(result: SubmissionResult, *, show_output: bool = False, titled: bool = True) -> str:
+    """The report; without its first line (``heading``) where that was printed before
+    (``titled=False``)."""
+    lines = [f"Grading {result.path}", ""] if titled else []
+    lines += _core_table(result)
     for name, e in result.exercises.items():
         lines += _failures(name, e)
     if result.bonus:

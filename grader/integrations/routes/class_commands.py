@@ -90,12 +90,12 @@ def _shard_outputs(args: argparse.Namespace, shard: Shard | None) -> None:
         return
     if not args.json_dir:
         raise ValueError(f"{shard} needs --json-dir DIR: the tasks' results are merged from "
-                         "there (python -m grader merge)")
+                         "there (grader merge)")
     given = [name for name, value in (("--csv", args.csv), ("--report", args.report),
                                       ("--roster", args.roster), ("--export", args.export))
              if value]
     if given:
-        raise ValueError(f"{shard} writes --json-dir only, not {', '.join(given)}: python -m "
+        raise ValueError(f"{shard} writes --json-dir only, not {', '.join(given)}: "
                          "grader merge writes the class's files once every shard is done (to "
                          "grade all of DIR here, run without --shard, --shards and "
                          "SLURM_ARRAY_TASK_ID)")
@@ -267,7 +267,7 @@ def _class_options(parser: argparse.ArgumentParser) -> None:
 def _shard_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shard", metavar="K/N",
                         help="grade only the K-th (from 0) of N slices of DIR's sorted folders, "
-                             "into --json-dir; then python -m grader merge (default: from "
+                             "into --json-dir; then grader merge (default: from "
                              "SLURM_ARRAY_TASK_ID and _COUNT)")
     parser.add_argument("--shards", type=int, metavar="N",
                         help="N slices, K from SLURM_ARRAY_TASK_ID or Kubernetes' "

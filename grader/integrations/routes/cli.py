@@ -1,4 +1,5 @@
-"""Command line: ``python -m grader grade PATH [--json FILE]`` and friends. Each command's
+"""Command line: ``grader grade PATH [--json FILE]`` and friends (``.venv/bin/grader``, the
+console script ``pyproject.toml`` declares; ``python -m grader`` is the same). Each command's
 options are beside its handler (``_add_grade`` after ``_grade``); the class's commands (batch,
 merge, slurm, report) are in ``class_commands``, what they share in ``cli_common``.
 
@@ -55,12 +56,18 @@ def _grade(args: argparse.Namespace) -> int:
     found = node.check()  # before anything else starts: the probe forks
     run = GradingRun(args.course, None if args.no_key else DEFAULT_KEY, limits_of(args),
                      args.jobs)
+    from ..outputs import report
+
+    # In a terminal the report's heading comes first, then a line as each exercise is graded
+    # (on stderr), then the rest of the report: stdout is the same as a pipe's.
+    progress = _progress() if sys.stderr.isatty() else None
+    if progress:
+        print(report.heading(str(Path(args.path))), flush=True)
     try:
         # The zygotes start first (their imports overlap with the engine's; a NumPy exercise
         # alone needs no torch zygote), then the course is loaded and its checks imported.
         run.start(args.exercise, caches=True)
-        result = run.grade(args.path, exercises=args.exercise or None,
-                           progress=_progress() if sys.stderr.isatty() else None,
+        result = run.grade(args.path, exercises=args.exercise or None, progress=progress,
                            visible=_visible_json(args.json))
     except (BadSubmission, ValueError) as error:  # CourseError is a ValueError
         print(f"error: {error}", file=sys.stderr)
@@ -73,10 +80,11 @@ def _grade(args: argparse.Namespace) -> int:
                 handle.write("\n")
         return 2
     run.close()
-    from ..outputs import report
-
-    print(report.render(result, show_output=args.show_output))
-    note = isolation_note(found)
+    print(report.render(result, show_output=args.show_output, titled=not progress))
+    # What the workers' isolation went without is the instructor's concern: `batch`, nbgrader
+    # autograde and the instructor's part of the JSON (--json, Gradescope's results) say it;
+    # `grade` prints it when asked (-v).
+    note = isolation_note(found) if args.verbose else ""
     if note:
         print(f"\n{note}")
     if args.json:
@@ -95,6 +103,9 @@ def _add_grade(sub: Any, common: argparse.ArgumentParser) -> None:
                        help="ignore solutions/ even if present (grade as a student would)")
     grade.add_argument("--show-output", action="store_true",
                        help="show what the submission printed (instructor view)")
+    grade.add_argument("-v", "--verbose", action="store_true",
+                       help="end the report with what the workers' isolation went without "
+                            "where this machine gives less than root's (instructor view)")
     grade.add_argument("--jobs", type=int, default=None,
                        help="exercises graded at once, each in a grading process of its own "
                             "(default: one more than the CPUs, at most 4; the report is the same)")
@@ -104,14 +115,24 @@ def _add_grade(sub: Any, common: argparse.ArgumentParser) -> None:
 def _stubs(args: argparse.Namespace) -> int:
     from . import stubs
 
-    changed = stubs.write_stubs(load(args.course))
-    print("\n".join(f"wrote {p}" for p in changed) or "stubs are up to date")
+    try:
+        written = stubs.write_stubs(load(args.course), force=args.force)
+    except stubs.ChangedStubs as changed:
+        print(f"error: {changed}", file=sys.stderr)
+        return 1
+    lines = [f"wrote {stubs.shown(w.path)}"
+             + (f" (the file it replaced is kept as {stubs.shown(w.kept)})" if w.kept else "")
+             for w in written]
+    print("\n".join(lines) or "stubs are up to date")
     return 0
 
 
 def _add_stubs(sub: Any, common: argparse.ArgumentParser) -> None:
     """The ``stubs`` command's options."""
     stubs = sub.add_parser("stubs", parents=[common], help="regenerate exercises/ from solutions/")
+    stubs.add_argument("--force", action="store_true",
+                       help="also replace a file that differs from the stub the kit last "
+                            "wrote (someone's work): it is kept beside it as NAME.py.orig")
     stubs.set_defaults(func=_stubs)
 
 
@@ -162,7 +183,7 @@ def _notebook(args: argparse.Namespace) -> int:
         print("\n".join(f"wrote {p}" for p in written))
         return 0
     target = Path(args.target) if args.target else Path("build/nbgrader")
-    changed = notebook.build(target, course=load(args.course))
+    changed = notebook.build(target, course=load(args.course), exchange=args.exchange)
     print("\n".join(f"wrote {p}" for p in changed) or f"{target} is up to date")
     return 0
 
@@ -195,6 +216,9 @@ def _add_nbgrader(sub: Any, common: argparse.ArgumentParser) -> None:
     build = steps.add_parser("build", parents=[common],
                              help="write the course folder (default build/nbgrader)")
     build.add_argument("target", nargs="?")
+    build.add_argument("--exchange", metavar="DIR", default=None,
+                       help="the nbgrader exchange its config names (default: exchange/ in the "
+                            "course folder, which needs no root)")
     build.set_defaults(func=_notebook)
     files = steps.add_parser("files", help="a notebook's answer cells as exercise files")
     files.add_argument("notebook")
@@ -219,23 +243,23 @@ Grade attention-kit submissions: one folder (grade), a class (batch, slurm, merg
 or through nbgrader and Gradescope. Every command takes --course FILE (default: the kit's
 course.toml). Each command's --help shows an example."""
 
-# One example for each command's --help, as a reader would type it (tests/test_cli_help.py
-# parses each with the parser itself).
+# One example for each command's --help, as a reader would type it in the kit's folder
+# (tests/test_cli_help.py parses each with the parser itself).
 EXAMPLES = {
-    "": "python -m grader grade exercises/",
-    "grade": "python -m grader grade exercises/ --exercise softmax",
-    "batch": "python -m grader batch submissions/ --csv grades.csv --report report/",
-    "merge": "python -m grader merge out/results --submissions submissions/ --csv grades.csv",
-    "slurm": "python -m grader slurm submissions/ --shards 8 --out /shared/grading --submit",
-    "report": "python -m grader report json/ --out report/ --submissions submissions/",
-    "stubs": "python -m grader stubs",
-    "handout": "python -m grader handout dist/handout",
-    "gradescope": "python -m grader gradescope build dist/gradescope-autograder.zip",
-    "nbgrader": "python -m grader nbgrader build build/nbgrader",
-    "nbgrader build": "python -m grader nbgrader build build/nbgrader",
-    "nbgrader files": "python -m grader nbgrader files submitted/ana/attention/attention.ipynb "
+    "": ".venv/bin/grader grade exercises/",
+    "grade": ".venv/bin/grader grade exercises/ --exercise softmax",
+    "batch": ".venv/bin/grader batch submissions/ --csv grades.csv --report report/",
+    "merge": ".venv/bin/grader merge out/results --submissions submissions/ --csv grades.csv",
+    "slurm": ".venv/bin/grader slurm submissions/ --shards 8 --out /shared/grading --submit",
+    "report": ".venv/bin/grader report json/ --out report/ --submissions submissions/",
+    "stubs": ".venv/bin/grader stubs",
+    "handout": ".venv/bin/grader handout dist/handout",
+    "gradescope": ".venv/bin/grader gradescope build dist/gradescope-autograder.zip",
+    "nbgrader": ".venv/bin/grader nbgrader build build/nbgrader",
+    "nbgrader build": ".venv/bin/grader nbgrader build build/nbgrader",
+    "nbgrader files": ".venv/bin/grader nbgrader files submitted/ana/attention/attention.ipynb "
                       "ana/",
-    "nbgrader autograde": "python -m grader nbgrader autograde --course build/nbgrader --jobs 2",
+    "nbgrader autograde": ".venv/bin/grader nbgrader autograde --course build/nbgrader --jobs 2",
 }
 
 
@@ -252,7 +276,7 @@ def _with_examples(parser: argparse.ArgumentParser, path: str = "") -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m grader", description=DESCRIPTION)
+    parser = argparse.ArgumentParser(prog="grader", description=DESCRIPTION)
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--course", metavar="FILE", default=None,
                         help="the course file (default: the kit's course.toml)")
@@ -280,6 +304,11 @@ def leave(code: int) -> NoReturn:
         except (OSError, ValueError):
             code = code or 1
     os._exit(code)
+
+
+def run() -> NoReturn:
+    """The ``grader`` console script (``.venv/bin/grader``), as ``python -m grader``."""
+    leave(main())
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -70,18 +70,30 @@ and $(PYTHON) is $(or $(PYTHON_VERSION),not found): run make PYTHON=python3.11 (
 
 .PHONY: grade clean
 
+# The install says what it does, one line a step. What pip prints (warnings it recovered from,
+# such as an index it could not reach) goes to .venv/install.log, shown in full if a step fails.
+INSTALL_LOG := $(VENV)/install.log
+PIP := $(PY) -m pip install --disable-pip-version-check
+LOGGED := >>$(INSTALL_LOG) 2>&1 || { cat $(INSTALL_LOG); echo "make: the step above failed \\
+(its log: $(INSTALL_LOG))"; exit 1; }
+TORCH_PIN = $(shell grep '^torch==' requirements.lock)
+TORCH_STEP = installing $(TORCH_PIN), the CPU build (about 190 MB)
+
 $(VENV)/.installed: pyproject.toml requirements.lock
 \t$(CHECK_PYTHON)
-\t$(PYTHON) -m venv $(VENV)
-\t$(if $(TORCH_INDEX),$(PY) -m pip install --quiet --disable-pip-version-check --retries 2 \\
-\t\t--no-deps $(TORCH_INDEX) $(shell grep '^torch==' requirements.lock))
-\t$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.lock
-\t$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
-\ttouch $@
+\t@echo "setting up .venv/ with $(PYTHON) (Python $(PYTHON_VERSION)); the first time takes minutes"
+\t@$(PYTHON) -m venv $(VENV) && : >$(INSTALL_LOG)
+\t$(if $(TORCH_INDEX),@echo "$(TORCH_STEP)")
+\t$(if $(TORCH_INDEX),@$(PIP) --retries 2 --no-deps $(TORCH_INDEX) $(TORCH_PIN) $(LOGGED))
+\t@echo "installing the pinned packages (requirements.lock: torch, numpy, hypothesis, pytest)"
+\t@$(PIP) -r requirements.lock $(LOGGED)
+\t@echo "installing the grader into .venv/ (its command: .venv/bin/grader)"
+\t@$(PIP) --no-deps -e . $(LOGGED)
+\t@touch $@
 
 ## grade: grade exercises/ (one exercise: make grade EXERCISE=softmax)
 grade: $(VENV)/.installed
-\t$(PY) -m grader grade exercises $(if $(EXERCISE),--exercise $(EXERCISE))
+\t$(VENV)/bin/grader grade $(strip exercises $(EXERCISE:%=--exercise %))
 
 clean:
 \trm -rf $(VENV) .hypothesis
