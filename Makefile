@@ -29,7 +29,7 @@ CHECK_PYTHON = $(if $(filter True,$(PYTHON_OK)),,$(error attention-kit needs Pyt
 newer, and $(PYTHON) is $(or $(PYTHON_VERSION),not found): run make PYTHON=python3.11 (or newer)))
 
 .PHONY: grade answer-key test test-slurm slurm-install bench stubs zoo demo-class docs nbgrader \
-	nbgrader-autograde handout gradescope gpu-check lint clean
+	nbgrader-autograde handout handout-check gradescope gpu-check lint clean regenerate
 
 $(CORE): pyproject.toml requirements.lock
 	$(CHECK_PYTHON)
@@ -105,6 +105,13 @@ demo-class: $(CORE)
 ## stubs: regenerate exercises/ from solutions/
 stubs: $(CORE)
 	$(PY) -m grader stubs $(COURSE_FLAG)
+
+## regenerate: write again every file derived from the key, the exercise modules, the zoo
+##        and course.toml: the stubs, the docs' counts, tables, lists and report examples, and
+##        tests/golden/ (about 2 minutes on 2 cores); EXERCISE=NAME regrades only the zoo
+##        entries graded with that exercise for tests/golden/ (and the golden class)
+regenerate: $(CORE)
+	$(PY) -m tools.regenerate $(if $(EXERCISE),--exercise $(EXERCISE))
 
 ## nbgrader: write the nbgrader course folder $(COURSE) (config + source/attention/attention.ipynb)
 nbgrader: $(DEV)

@@ -3,8 +3,8 @@ for the zoo (each entry's results.json with the instructor's part, and its repor
 class (``batch`` with a roster and both exports, then ``report`` from its JSON) is the one kept
 under ``tests/golden/`` (``tests/golden.py``), byte for byte.
 
-A change that is meant to change what a user reads regenerates them (``python tests/golden.py``)
-and its diff shows what changed."""
+A change that is meant to change what a user reads regenerates them (``make regenerate``) and
+its diff shows what changed."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import golden
 def _explained(wrong: list[str]) -> str:
     return (f"{len(wrong)} outputs differ from tests/golden/ ({', '.join(wrong[:8])}"
             f"{' ...' if len(wrong) > 8 else ''}); if the change means it, run "
-            "python tests/golden.py and read the diff")
+            "make regenerate and read the diff")
 
 
 def test_the_zoo_reads_as_it_did(zoo_graded):
