@@ -127,6 +127,11 @@ nbgrader-autograde: $(DEV)
 handout: $(CORE)
 	$(PY) -m grader handout $(COURSE_FLAG)
 
+## handout-check: print each line the handout would ship (an exercise module, a stub) that
+##        repeats a line of the answer key's solutions, with its file and line (exit 1 if any)
+handout-check: $(CORE)
+	$(PY) -m grader handout --check $(COURSE_FLAG)
+
 ## gradescope: dist/gradescope-autograder.zip (setup.sh, run_autograder, grader, answer key)
 gradescope: $(CORE)
 	$(PY) -m grader gradescope build $(COURSE_FLAG)

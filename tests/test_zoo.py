@@ -63,7 +63,7 @@ def test_make_zoo_grades_one_exercise_when_asked():
     assert rope and rope == [e for e in ENTRIES if e.exercise == "rope"]
     assert matrix.select([]) == list(ENTRIES)
     with pytest.raises(SystemExit):
-        matrix.main(["--exercise", "alibi"])
+        matrix.main(["--exercise", "no_such_exercise"])
 
 
 PATCHES = [e for e in WRONG if e.file.suffix == ".patch"]
