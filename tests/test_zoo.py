@@ -22,6 +22,7 @@ from zoo.catalog import (
     apply_patch,
     build,
     graded_exercises,
+    make_patch,
 )
 
 from grader.core.delegation_verdicts import violations
@@ -67,6 +68,34 @@ def test_make_zoo_grades_one_exercise_when_asked():
 
 
 PATCHES = [e for e in WRONG if e.file.suffix == ".patch"]
+
+
+def test_each_patch_is_what_make_patch_writes_from_its_mistaken_file():
+    """``make_patch`` (what ``python tests/zoo/catalog.py`` writes) gives each patch entry's
+    whole file, its ``# zoo:`` line included, from the key and the file the entry submits."""
+    for entry in PATCHES:
+        key = (KEY / f"{entry.exercise}.py").read_text()
+        assert make_patch(key, entry.source(), entry.exercise, entry.expect) == \
+            entry.file.read_text(), entry.name
+
+
+def test_write_patch_wants_the_mistake_marked(tmp_path, monkeypatch):
+    from zoo import catalog
+
+    monkeypatch.setattr(catalog, "ZOO", tmp_path)
+    (tmp_path / "wrong").mkdir()
+    key = (KEY / "kv_cache.py").read_text()
+    mistaken = tmp_path / "kv_cache.py"
+    old = "    return key_pos > query_pos\n"
+    assert key.count(old) == 1
+    mistaken.write_text(key.replace(old, "    return key_pos >= query_pos\n"))
+    with pytest.raises(ValueError, match="# BUG:"):
+        catalog.write_patch("kv_cache", "kv_blocks_self_again", mistaken)
+    mistaken.write_text(key.replace(old, "    return key_pos >= query_pos  # BUG: blocks self\n"))
+    path = catalog.write_patch("kv_cache", "kv_blocks_self_again", mistaken, "some-id")
+    assert path == tmp_path / "wrong" / "kv_blocks_self_again.patch"
+    assert path.read_text().startswith("# zoo: kv_cache names some-id\n--- solutions/")
+    assert apply_patch(key, path.read_text().split("\n", 1)[1]) == mistaken.read_text()
 
 
 @pytest.mark.parametrize("entry", PATCHES, ids=ids(PATCHES))
