@@ -9,6 +9,9 @@ its diff shows what changed."""
 from __future__ import annotations
 
 import golden
+import pytest
+from submission_tools import COURSE
+from zoo.catalog import ENTRIES
 
 
 def _explained(wrong: list[str]) -> str:
@@ -17,9 +20,18 @@ def _explained(wrong: list[str]) -> str:
             "make regenerate and read the diff")
 
 
-def test_the_zoo_reads_as_it_did(zoo_graded):
-    wrong = golden.differences(golden.zoo_outputs(zoo_graded))
+@pytest.mark.parametrize("exercise", COURSE.names())
+def test_the_zoo_reads_as_it_did(exercise, zoo_graded):
+    entries = {e.name for e in ENTRIES if e.exercise == exercise}
+    wrong = golden.differences(golden.zoo_outputs(
+        {name: zoo_graded[name] for name in entries}), entries)
     assert not wrong, _explained(wrong)
+
+
+def test_every_golden_zoo_output_has_its_entry():
+    outputs = {p.stem for p in (golden.GOLDEN / "zoo").iterdir()}
+    assert outputs == {e.name for e in ENTRIES}, _explained(sorted(outputs ^ {
+        e.name for e in ENTRIES}))
 
 
 def test_a_class_reads_as_it_did(golden_class):
