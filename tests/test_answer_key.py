@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from submission_tools import BONUS, CORE, COURSE, EXERCISES, SOLUTIONS, STUBS, checks_for
 
 from grader.core import engine
@@ -27,6 +28,20 @@ def test_answer_key_scores_full_marks(key_result):
     failing = [c.feedback for e in key_result.exercises.values() for c in e.checks if not c.passed]
     assert failing == []
     assert key_result.score == key_result.max_score == COURSE.total()
+
+
+@pytest.mark.parametrize("exercise", COURSE.names())
+def test_the_key_keeps_every_point(exercise, key_result):
+    """Each exercise's key, graded by the kit as a submission (hidden checks included, core or
+    bonus): every check passes with all its points, nothing withheld for ignoring its input,
+    no misconception named. (A key whose answers hold -inf, NaN, integers, a tuple or
+    booleans: tests/test_no_key_convicted.py.)"""
+    result = key_result.results[exercise]
+    failing = [f"{c.name}: {c.feedback}" for c in result.checks if not c.passed]
+    assert failing == [] and result.error is None
+    assert [c.name for c in result.checks if c.points != c.max_points] == []
+    assert result.score == result.max_score == COURSE.points(exercise)
+    assert result.misconceptions == []
 
 
 def test_stubs_score_zero_with_not_implemented_messages():
