@@ -203,8 +203,8 @@ def blocks(text: str) -> dict[str, list[str]]:
 
 def digests(root: Path) -> dict[str, str]:
     """sha256 of every file of the kit's copy but its caches and ``.venv``."""
-    skip = {".venv", "__pycache__", ".pytest_cache", ".hypothesis", "build", "dist",
-            "attention_kit.egg-info"}
+    skip = {".venv", "__pycache__", ".pytest_cache", ".hypothesis", ".ruff_cache", "build",
+            "dist", "attention_kit.egg-info"}
     return {path.relative_to(root).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
             for path in sorted(root.rglob("*"))
             if path.is_file() and not skip & set(path.relative_to(root).parts)}
