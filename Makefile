@@ -31,7 +31,7 @@ CHECK_PYTHON = $(if $(filter True,$(PYTHON_OK)),,$(error attention-kit needs Pyt
 newer, and $(PYTHON) is $(or $(PYTHON_VERSION),not found): run make PYTHON=python3.11 (or newer)))
 
 .PHONY: grade answer-key test test-slurm slurm-install bench stubs zoo demo-class docs nbgrader \
-	nbgrader-autograde handout gradescope gpu-check lint clean
+	nbgrader-autograde handout handout-check gradescope gpu-check lint clean regenerate
 
 # The install says what it does, one line a step. What pip prints (warnings it recovered from,
 # such as an index it could not reach) goes to .venv/install.log, shown in full if a step fails.
@@ -124,6 +124,13 @@ demo-class: $(CORE)
 stubs: $(CORE)
 	$(VENV)/bin/grader $(strip stubs $(COURSE_FLAG) $(if $(FORCE),--force))
 
+## regenerate: write again every file derived from the key, the exercise modules, the zoo
+##        and course.toml: the stubs, the docs' counts, tables, lists and report examples, and
+##        tests/golden/ (about 2 minutes on 2 cores); EXERCISE=NAME regrades only the zoo
+##        entries graded with that exercise for tests/golden/ (and the golden class)
+regenerate: $(CORE)
+	$(PY) -m tools.regenerate $(if $(EXERCISE),--exercise $(EXERCISE))
+
 ## nbgrader: write the nbgrader course folder $(COURSE) (config + source/attention/attention.ipynb);
 ##        its exchange is $(COURSE)/exchange, or EXCHANGE=DIR (a site's shared exchange)
 nbgrader: $(DEV)
@@ -138,6 +145,11 @@ nbgrader-autograde: $(DEV)
 ## handout: the student's copy in dist/handout/ (stubs, public grader, Makefile, README)
 handout: $(CORE)
 	$(PY) -m grader handout $(COURSE_FLAG)
+
+## handout-check: print each line the handout would ship (an exercise module, a stub) that
+##        repeats a line of the answer key's solutions, with its file and line (exit 1 if any)
+handout-check: $(CORE)
+	$(PY) -m grader handout --check $(COURSE_FLAG)
 
 ## gradescope: dist/gradescope-autograder.zip (setup.sh, run_autograder, grader, answer key)
 gradescope: $(CORE)

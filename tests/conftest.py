@@ -25,14 +25,57 @@ def key_result():
     return engine.grade_submission(SOLUTIONS)
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--exercise", action="append", default=[], metavar="NAME",
+        help="only the tests of this exercise (repeatable): a test parametrized by another "
+             "exercise or by another exercise's zoo entry is left out, and so is a test over "
+             "the whole zoo; the zoo is graded for this exercise's entries only")
+
+
+def exercise_of(item: pytest.Item) -> str | None:
+    """The exercise a test is parametrized by (an exercise, its name, or a zoo entry), or
+    None."""
+    params = item.callspec.params if hasattr(item, "callspec") else {}
+    for value in (params.get("exercise"), params.get("entry")):
+        name = value if isinstance(value, str) else getattr(
+            value, "exercise" if hasattr(value, "kind") else "name", None)
+        if isinstance(name, str):
+            return name
+    return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    names = config.getoption("--exercise")
+    if not names:
+        return
+    from submission_tools import EXERCISES
+
+    unknown = sorted(set(names) - set(EXERCISES))
+    if unknown:
+        raise pytest.UsageError(f"--exercise {', '.join(unknown)}: no such exercise (one of "
+                                f"{', '.join(EXERCISES)})")
+    kept, left = [], []
+    for item in items:
+        exercise = exercise_of(item)
+        whole_zoo = {"zoo_graded", "zoo_results"} & set(getattr(item, "fixturenames", ()))
+        ours = exercise in names if exercise is not None else not whole_zoo
+        (kept if ours else left).append(item)
+    if left:
+        config.hook.pytest_deselected(items=left)
+        items[:] = kept
+
+
 @pytest.fixture(scope="session")
-def zoo_graded(key_result):
-    """Every zoo entry graded once per test session (``zoo.catalog.grade_many``): entry ->
-    SubmissionResult. The zoo's tests, the pytest plugin's and the golden outputs' read the
-    same grades."""
+def zoo_graded(key_result, pytestconfig):
+    """Every zoo entry graded once per test session (``zoo.catalog.grade_many``), or with
+    ``--exercise`` the entries of those exercises: entry -> SubmissionResult. The zoo's tests,
+    the pytest plugin's and the golden outputs' read the same grades."""
     from zoo.catalog import ENTRIES, grade_many
 
-    return grade_many(ENTRIES, processes=2, key=key_result)
+    names = pytestconfig.getoption("--exercise")
+    return grade_many([e for e in ENTRIES if not names or e.exercise in names], processes=2,
+                      key=key_result)
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,8 @@ checked in under ``tests/golden/`` and compared by ``tests/test_golden.py``.
   report again from the JSON (``report``).
 
 A change that is meant to change what a user reads regenerates them, and the diff is part of
-the change: ``python tests/golden.py`` (from the kit's folder) writes them all again.
+the change: ``make regenerate`` writes them all again (``make regenerate EXERCISE=NAME``: the
+zoo entries graded with that exercise, and the class).
 """
 
 from __future__ import annotations
@@ -102,40 +103,70 @@ def class_outputs(folder: Path) -> dict[str, str]:
     return files
 
 
-def differences(found: dict[str, str]) -> list[str]:
-    """The golden files that ``found`` does not reproduce byte for byte (or lacks, or adds)."""
+def differences(found: dict[str, str], entries: set[str] | None = None) -> list[str]:
+    """The golden files that ``found`` does not reproduce byte for byte (or lacks, or adds);
+    of the zoo's, those of ``entries`` only, when given."""
     kept = {p.relative_to(GOLDEN).as_posix() for p in GOLDEN.rglob("*") if p.is_file()}
     prefixes = {name.split("/")[0] for name in found}
-    kept = {name for name in kept if name.split("/")[0] in prefixes}
+    kept = {name for name in kept if name.split("/")[0] in prefixes and (
+        entries is None or not name.startswith("zoo/") or Path(name).stem in entries)}
     wrong = [name for name in sorted(set(found) & kept)
              if (GOLDEN / name).read_text(encoding="utf-8") != found[name]]
     return (wrong + [f"{name} (not written)" for name in sorted(kept - set(found))]
             + [f"{name} (new)" for name in sorted(set(found) - kept)])
 
 
-def save(found: dict[str, str]) -> None:
+def save(found: dict[str, str], replaced: set[str] | None = None) -> None:
+    """Write ``found`` under ``tests/golden/``. Each of its top folders is replaced whole, but
+    for the zoo's when ``replaced`` names the entries regraded: their files are replaced, and
+    those of entries no longer in the zoo removed."""
     import shutil
 
+    from zoo.catalog import BY_NAME
+
     for prefix in {name.split("/")[0] for name in found}:
-        shutil.rmtree(GOLDEN / prefix, ignore_errors=True)
+        if prefix == "zoo" and replaced is not None:
+            for path in sorted((GOLDEN / prefix).glob("*")):
+                if path.stem in replaced or path.stem not in BY_NAME:
+                    path.unlink()
+        else:
+            shutil.rmtree(GOLDEN / prefix, ignore_errors=True)
     for name, text in found.items():
         (GOLDEN / name).parent.mkdir(parents=True, exist_ok=True)
         (GOLDEN / name).write_text(text, encoding="utf-8")
 
 
-def main() -> None:
+def write(exercises: list[str] | None = None) -> int:
+    """Grade the zoo and the golden class and write what they give under ``tests/golden/``:
+    every entry, or with ``exercises`` the entries graded with one of them (its own entries,
+    and every core entry when it is a core exercise: a core entry's report lists them all).
+    Returns the number of files written."""
     import os
     import tempfile
 
     os.environ["ATTENTION_KIT_SECRET"] = ""  # as the kit's tests grade (tests/conftest.py)
-    from zoo.catalog import ENTRIES, grade_many
+    from zoo.catalog import ENTRIES, grade_many, graded_exercises
 
-    found = zoo_outputs(grade_many(ENTRIES, processes=2, whole=True))
+    entries = [e for e in ENTRIES
+               if exercises is None or set(exercises) & set(graded_exercises(e))]
+    found = zoo_outputs(grade_many(entries, processes=2, whole=True))
     with tempfile.TemporaryDirectory(prefix="attention-kit-golden-") as tmp:
         write_class(Path(tmp))
         found |= class_outputs(Path(tmp))
-    save(found)
-    print(f"wrote {len(found)} files under {GOLDEN.relative_to(KIT)}/")
+    save(found, None if exercises is None else {e.name for e in entries})
+    return len(found)
+
+
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(description="write tests/golden/ again (make regenerate "
+                                                 "does, with the stubs and the docs)")
+    parser.add_argument("--exercise", action="append", default=[], metavar="NAME",
+                        help="regrade only the zoo entries graded with this exercise")
+    args = parser.parse_args(argv)
+    count = write(args.exercise or None)
+    print(f"wrote {count} files under {GOLDEN.relative_to(KIT)}/")
 
 
 if __name__ == "__main__":

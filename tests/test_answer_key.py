@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from submission_tools import BONUS, CORE, COURSE, EXERCISES, SOLUTIONS, STUBS, checks_for
 
 from grader.core import engine
@@ -9,7 +10,6 @@ from grader.integrations.outputs import report
 
 
 def test_points_add_up_to_the_rubric():
-    assert COURSE.total() == 100
     for exercise in EXERCISES.values():
         assert sum(c.points for c in checks_for(exercise.name)) == exercise.points, exercise.name
 
@@ -27,7 +27,21 @@ def test_answer_key_scores_full_marks(key_result):
     assert key_result.key_present
     failing = [c.feedback for e in key_result.exercises.values() for c in e.checks if not c.passed]
     assert failing == []
-    assert key_result.score == key_result.max_score == 100
+    assert key_result.score == key_result.max_score == COURSE.total()
+
+
+@pytest.mark.parametrize("exercise", COURSE.names())
+def test_the_key_keeps_every_point(exercise, key_result):
+    """Each exercise's key, graded by the kit as a submission (hidden checks included, core or
+    bonus): every check passes with all its points, nothing withheld for ignoring its input,
+    no misconception named. (A key whose answers hold -inf, NaN, integers, a tuple or
+    booleans: tests/test_no_key_convicted.py.)"""
+    result = key_result.results[exercise]
+    failing = [f"{c.name}: {c.feedback}" for c in result.checks if not c.passed]
+    assert failing == [] and result.error is None
+    assert [c.name for c in result.checks if c.points != c.max_points] == []
+    assert result.score == result.max_score == COURSE.points(exercise)
+    assert result.misconceptions == []
 
 
 def test_stubs_score_zero_with_not_implemented_messages():
@@ -41,13 +55,13 @@ def test_stubs_score_zero_with_not_implemented_messages():
 
 def test_json_has_gradescope_keys(key_result):
     data = report.to_json(key_result)
-    assert data["score"] == 100
+    assert data["score"] == COURSE.total()
     assert set(data["extra_data"]["exercises"]) == set(CORE)
     for entry in data["extra_data"]["exercises"].values():
         assert entry["score"] == entry["max_score"]
         assert entry["misconceptions"] == []
     core_tests = [t for t in data["tests"] if "bonus" not in t["tags"]]  # bonus: test_bonus.py
-    assert sum(t["max_score"] for t in core_tests) == 100
+    assert sum(t["max_score"] for t in core_tests) == COURSE.total()
     for test in core_tests:
         assert set(test) >= {"name", "score", "max_score", "status", "output", "tags"}
         assert test["status"] in ("passed", "failed")

@@ -22,6 +22,7 @@ from zoo.catalog import (
     apply_patch,
     build,
     graded_exercises,
+    make_patch,
 )
 
 from grader.core.delegation_verdicts import violations
@@ -63,10 +64,38 @@ def test_make_zoo_grades_one_exercise_when_asked():
     assert rope and rope == [e for e in ENTRIES if e.exercise == "rope"]
     assert matrix.select([]) == list(ENTRIES)
     with pytest.raises(SystemExit):
-        matrix.main(["--exercise", "alibi"])
+        matrix.main(["--exercise", "no_such_exercise"])
 
 
 PATCHES = [e for e in WRONG if e.file.suffix == ".patch"]
+
+
+def test_each_patch_is_what_make_patch_writes_from_its_mistaken_file():
+    """``make_patch`` (what ``python tests/zoo/catalog.py`` writes) gives each patch entry's
+    whole file, its ``# zoo:`` line included, from the key and the file the entry submits."""
+    for entry in PATCHES:
+        key = (KEY / f"{entry.exercise}.py").read_text()
+        assert make_patch(key, entry.source(), entry.exercise, entry.expect) == \
+            entry.file.read_text(), entry.name
+
+
+def test_write_patch_wants_the_mistake_marked(tmp_path, monkeypatch):
+    from zoo import catalog
+
+    monkeypatch.setattr(catalog, "ZOO", tmp_path)
+    (tmp_path / "wrong").mkdir()
+    key = (KEY / "kv_cache.py").read_text()
+    mistaken = tmp_path / "kv_cache.py"
+    old = "    return key_pos > query_pos\n"
+    assert key.count(old) == 1
+    mistaken.write_text(key.replace(old, "    return key_pos >= query_pos\n"))
+    with pytest.raises(ValueError, match="# BUG:"):
+        catalog.write_patch("kv_cache", "kv_blocks_self_again", mistaken)
+    mistaken.write_text(key.replace(old, "    return key_pos >= query_pos  # BUG: blocks self\n"))
+    path = catalog.write_patch("kv_cache", "kv_blocks_self_again", mistaken, "some-id")
+    assert path == tmp_path / "wrong" / "kv_blocks_self_again.patch"
+    assert path.read_text().startswith("# zoo: kv_cache names some-id\n--- solutions/")
+    assert apply_patch(key, path.read_text().split("\n", 1)[1]) == mistaken.read_text()
 
 
 @pytest.mark.parametrize("entry", PATCHES, ids=ids(PATCHES))
@@ -141,8 +170,8 @@ def test_an_entry_that_ignores_its_input_earns_nothing_for_it(entry, zoo_results
 
 @pytest.mark.parametrize("exercise", COURSE.names())
 def test_every_check_fails_on_some_wrong_entry(exercise, zoo_results):
-    failed = {c.name for entry in WRONG for result in zoo_results[entry.name].values()
-              if result.name == exercise for c in result.checks if not c.passed}
+    failed = {c.name for entry in WRONG if entry.exercise == exercise  # no other fails any
+              for c in zoo_results[entry.name][exercise].checks if not c.passed}
     assert {c.name for c in EXERCISES[exercise].checks} - failed == set()
 
 

@@ -11,7 +11,9 @@ carry a ``# BUG:`` comment), applied where their text is, not at their line numb
 the key when lines elsewhere in it move, and fail loudly when the lines they change do;
 a wrong entry that rewrites most of the file may be a whole file, ``wrong/<name>.py``. Correct
 entries are whole files, ``correct/<name>.py``, written in a style unlike the key's. Adding an
-entry is adding a file: nothing else names it.
+entry is adding a file: nothing else names it. ``python tests/zoo/catalog.py EXERCISE ENTRY
+MISTAKEN [--names ID]`` writes a patch from a copy of the key's file with the mistake made in
+it (``write_patch``).
 """
 
 from __future__ import annotations
@@ -84,12 +86,32 @@ def build(entry: Entry, folder: Path) -> Path:
     return submission
 
 
-def make_patch(old: str, new: str, name: str) -> str:
-    """A unified diff from ``old`` to ``new`` (two lines of context)."""
-    return "".join(difflib.unified_diff(
+def make_patch(old: str, new: str, exercise: str, names: str | None = None) -> str:
+    """A wrong entry's whole file: its ``# zoo:`` line (``names`` the misconception the grader
+    must name, if any), then a unified diff from ``old`` (the key's file) to ``new`` (the
+    mistaken one), with two lines of context."""
+    header = f"# zoo: {exercise}" + (f" names {names}" if names else "") + "\n"
+    return header + "".join(difflib.unified_diff(
         old.splitlines(keepends=True), new.splitlines(keepends=True),
-        f"solutions/{name}", f"solutions/{name}", n=2,
+        f"solutions/{exercise}.py", f"solutions/{exercise}.py", n=2,
     ))
+
+
+def write_patch(exercise: str, entry: str, mistaken: Path, names: str | None = None) -> Path:
+    """Write ``wrong/<entry>.patch``: the key's file of ``exercise`` to the file ``mistaken``
+    (``make_patch``). ValueError when the patch would not give ``mistaken`` back, or no added
+    line carries its ``# BUG:`` comment."""
+    new = Path(mistaken).read_text()
+    text = make_patch((KEY / f"{exercise}.py").read_text(), new, exercise, names)
+    if "# BUG:" not in "".join(line for line in text.splitlines(keepends=True)
+                               if line.startswith("+")):
+        raise ValueError(f"{mistaken}: mark the mistake with a '# BUG: what it does wrong' "
+                         "comment on a line it changes")
+    if apply_patch((KEY / f"{exercise}.py").read_text(), HEADER.sub("", text, count=1)) != new:
+        raise ValueError(f"{mistaken}: the patch does not give the file back")
+    path = ZOO / "wrong" / f"{entry}.patch"
+    path.write_text(text)
+    return path
 
 
 def apply_patch(old: str, patch: str) -> str:
@@ -184,3 +206,30 @@ def grade_many(entries, *, processes: int = 2, whole: bool = False, key=None) ->
     with ProcessPoolExecutor(processes, mp_context=context) as pool:
         futures = {e.name: pool.submit(grade_entry, e, key) for e in entries}
         return {name: future.result() for name, future in futures.items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python tests/zoo/catalog.py EXERCISE ENTRY MISTAKEN [--names ID]``: write a wrong
+    entry, ``wrong/ENTRY.patch``, from a copy of the key's file with the mistake made in it."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=main.__doc__.splitlines()[0])
+    parser.add_argument("exercise")
+    parser.add_argument("entry", help="the entry's name: <exercise>_<what it does wrong>")
+    parser.add_argument("mistaken", type=Path, help="the key's file with the mistake in it")
+    parser.add_argument("--names", metavar="ID", help="the misconception it makes, if named")
+    args = parser.parse_args(argv)
+    if not (KEY / f"{args.exercise}.py").is_file():
+        parser.error(f"no solutions/{args.exercise}.py")
+    if not re.fullmatch(r"\w+", args.entry):
+        parser.error(f"{args.entry}: an entry's name is letters, digits and _")
+    try:
+        path = write_patch(args.exercise, args.entry, args.mistaken, args.names)
+    except ValueError as error:
+        parser.error(str(error))
+    print(f"wrote {path.relative_to(KEY.parent)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

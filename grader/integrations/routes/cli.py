@@ -139,6 +139,20 @@ def _add_stubs(sub: Any, common: argparse.ArgumentParser) -> None:
 def _handout(args: argparse.Namespace) -> int:
     from . import handout
 
+    if args.check:
+        import tempfile
+
+        from . import handout_check
+
+        with tempfile.TemporaryDirectory(prefix="attention-kit-handout-") as tmp:
+            shared = handout_check.shared_lines(handout.build(Path(tmp) / "handout",
+                                                              load(args.course)))
+        for line in shared:
+            print(line)
+        print(f"{len(shared)} shipped {'line repeats' if len(shared) == 1 else 'lines repeat'} "
+              "a line of the answer key" if shared else
+              "the handout shares no line of three or more words with the answer key")
+        return 1 if shared else 0
     print(f"wrote {handout.build(Path(args.target), load(args.course))}")
     return 0
 
@@ -148,6 +162,10 @@ def _add_handout(sub: Any, common: argparse.ArgumentParser) -> None:
     handout = sub.add_parser("handout", parents=[common],
                              help="write the student's copy of the kit (default dist/handout)")
     handout.add_argument("target", nargs="?", default="dist/handout")
+    handout.add_argument("--check", action="store_true",
+                         help="write nothing: print each line the handout would ship that "
+                              "repeats a line of the answer key's solutions, with its file and "
+                              "line (exit 1 if any)")
     handout.set_defaults(func=_handout)
 
 

@@ -23,7 +23,8 @@ from .stubs import stub_sources
 DEFAULT_TARGET = ROOT / "dist" / "handout"
 # Instructor-only tools: they need the answer key (the benchmarks and the CUDA check are in the
 # kit's tools/, outside the package).
-LEFT_OUT = {"integrations/routes/handout.py", "integrations/routes/gradescope.py"}
+LEFT_OUT = {"integrations/routes/handout.py", "integrations/routes/handout_check.py",
+            "integrations/routes/gradescope.py"}
 HIDDEN = re.compile(r"^### BEGIN HIDDEN CHECKS\n.*?^### END HIDDEN CHECKS\n", re.M | re.S)
 
 

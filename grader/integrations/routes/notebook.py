@@ -115,9 +115,24 @@ def _checks(spec: Exercise, course: Course) -> tuple[list[Any], list[Any], dict[
             course.check_points(spec))
 
 
+def topic(summary: str) -> str:
+    """What an exercise is about, from its key's module docstring: "Bonus exercise `masks`:
+    sliding-window masks and padding masks for batches." gives "sliding-window masks and padding
+    masks for batches" (the first line, after its colon, without the full stop)."""
+    line = summary.strip().splitlines()[0] if summary.strip() else ""
+    return line.split(":", 1)[-1].strip().removesuffix(".")
+
+
+def topics(course: Course, track: str, solutions: Path = ROOT / "solutions") -> list[str]:
+    """The topic of each exercise of ``track`` the course enables, in its order, from the
+    answer key (``topic``): the notebooks' and the docs' lists of what a track covers."""
+    return [topic(split_solution((solutions / spec.filename).read_text())[0])
+            for spec in course.exercises(track)]
+
+
 def _introduction(index: int, spec: Exercise, summary: str, course: Course) -> str:
     visible, hidden, points = _checks(spec, course)
-    topic = summary.split(":", 1)[-1].strip()
+    about = topic(summary)
     names = ", ".join(f"`{f}`" for f in spec.functions)
     worth = counted(course.points(spec.name), "point")
     if hidden:
@@ -125,7 +140,7 @@ def _introduction(index: int, spec: Exercise, summary: str, course: Course) -> s
     lines = [
         f"## {index}. `{spec.name}` ({worth})",
         "",
-        f"{topic[:1].upper()}{topic[1:]} Define {names} in the cell below, keeping the "
+        f"{about[:1].upper()}{about[1:]}. Define {names} in the cell below, keeping the "
         "signatures and the contracts in the docstrings. The test cell after it checks these "
         "properties:",
         "",
@@ -138,9 +153,9 @@ def _introduction(index: int, spec: Exercise, summary: str, course: Course) -> s
     return "\n".join(lines)
 
 
-TITLE = """# Multi-head attention, from softmax to a KV cache
+TITLE = """# Multi-head attention, from `{first}` to `{last}`
 
-{count}, {points}{hidden}. Each has an answer cell that starts with
+{count}, {points}{hidden}: {topics}. Each has an answer cell that starts with
 `%%exercise NAME`: write your code there (the first line must stay) and run it. The cell is
 saved as the file `NAME.py` and graded on its own: the other exercises are replaced by the
 kit's reference versions, so one mistake costs one exercise. Run the test cell under it to see
@@ -156,11 +171,9 @@ from grader.integrations.routes.kernel import score"""
 
 BONUS_TITLE = """# Bonus: what modern models run
 
-{count}, {points}{hidden}, graded apart from the core assignment: sliding-window
-and padding masks, attention's backward pass by hand, grouped-query attention and decoding
-with a KV cache. Answer cells start with `%%exercise NAME` as in the core notebook; they may
-use the core exercises' names (`MultiHeadAttention`, `kv_cache_mask`, ...), which the grader
-provides from its reference versions."""
+{count}, {points}{hidden}, graded apart from the core assignment: {topics}. Answer cells start
+with `%%exercise NAME` as in the core notebook; they may use the core exercises' names
+({names}), which the grader provides from its reference versions."""
 
 
 def notebook(solutions: Path = ROOT / "solutions", course: Course | None = None,
@@ -171,10 +184,14 @@ def notebook(solutions: Path = ROOT / "solutions", course: Course | None = None,
     exercises = course.exercises(track)
     hidden = number(sum(_checks(spec, course)[2][c.name] for spec in exercises
                         for c in _checks(spec, course)[1]))
+    core = course.exercises("core")
     title = (TITLE if track == "core" else BONUS_TITLE).format(
         count=counted(len(exercises), "exercise"), points=counted(course.total(track), "point"),
         hidden=f" ({number(course.total(track) - hidden)} from the test cells you can run, "
-               f"{hidden} from hidden tests run when your notebook is graded)" if hidden else "")
+               f"{hidden} from hidden tests run when your notebook is graded)" if hidden else "",
+        topics="; ".join(topics(course, track, solutions)),
+        first=exercises[0].name if exercises else "", last=exercises[-1].name if exercises else "",
+        names=", ".join(f"`{f}`" for spec in core for f in spec.functions) or "none")
     setup = SETUP
     if course.path is not None and course.path != DEFAULT_COURSE.resolve():
         setup += f"\n%env {COURSE_ENV}={course.path}"  # the kernel grades with this course
