@@ -182,7 +182,12 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if stale else 0
     import golden
 
-    for path in stubs.write_stubs(course) + write_docs():
+    try:
+        written = [w.path for w in stubs.write_stubs(course)]
+    except stubs.ChangedStubs as error:  # someone's work in exercises/: never overwritten
+        print(f"make regenerate: {error}", file=sys.stderr)
+        return 1
+    for path in written + write_docs():
         print(f"wrote {path.relative_to(KIT)}")
     written = golden.write(args.exercise or None)
     print(f"wrote {written} golden files under tests/golden/")
