@@ -61,3 +61,11 @@ def test_a_trim_keeps_the_checks_its_marker_names():
         regenerate.trim(REPORT, "check=test_d")
     with pytest.raises(ValueError, match="has 3 checks"):
         regenerate.trim(REPORT, "checks=4")
+
+
+def test_regenerate_check_finds_the_kit_fresh_and_refuses_an_unknown_exercise(capsys):
+    assert regenerate.main(["--check"]) == 0
+    assert capsys.readouterr().out == "up to date\n"
+    with pytest.raises(SystemExit):
+        regenerate.main(["--exercise", "no_such_exercise"])
+    assert "unknown exercise no_such_exercise" in capsys.readouterr().err

@@ -3,7 +3,8 @@ module (declaration, reference, strategies, checks visible and hidden, misconcep
 probes, worker operations). Nothing else in the kit names an exercise: it asks ``discover()``.
 
 To add an exercise, add a module here that defines ``EX = Exercise(...)`` (see softmax.py), its
-answer key in ``solutions/`` and, optionally, an entry in ``course.toml``. The engine finds the
+answer key in ``solutions/``, its zoo entries and, optionally, an entry in ``course.toml``, then
+run ``make regenerate`` (docs/contributing.md, "Adding an exercise"). The engine finds the
 modules here by the package's name (``grader.core.catalog``).
 """
 
