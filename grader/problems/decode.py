@@ -156,8 +156,8 @@ def compare_with_full_forward(ctx, case: Decode) -> None:
 
 def kv_step(rng, b, h, t, d, device="cpu", t_v=None):
     """One append's keys and values, in eighths (short enough to paste back), and its device."""
-    return {"k": np.round(rng.normal(size=(b, h, t, d)) * 8) / 8,
-            "v": np.round(rng.normal(size=(b, h, t_v or t, d)) * 8) / 8, "device": device}
+    return {"k": np.round(rng.normal(size=(b, h, t, d)) * 8) / 8 + 0.0,  # + 0.0: no -0.0
+            "v": np.round(rng.normal(size=(b, h, t_v or t, d)) * 8) / 8 + 0.0, "device": device}
 
 
 @EX.check(points=2, prop="Decoding token by token gives the outputs of one full causal forward.")
@@ -213,10 +213,10 @@ def test_rejects_keys_and_values_of_different_lengths(ctx):
 @EX.check(points=1, prop="Decoding a batch of another size with the same cache raises ValueError.")
 def test_rejects_cache_of_another_batch(ctx):
     rng = np.random.default_rng(1)
-    # values in eighths: the example shown is short enough to paste back
-    state = {f"{n}.weight": np.round(rng.normal(size=(4, 4)) * 4) / 8
+    # values in eighths (+ 0.0: no -0.0): the example shown is short enough to paste back
+    state = {f"{n}.weight": np.round(rng.normal(size=(4, 4)) * 4) / 8 + 0.0
              for n in ("wq", "wk", "wv", "wo")}
-    xs = [np.round(rng.normal(size=shape) * 8) / 8 for shape in ((2, 2, 4), (1, 1, 4))]
+    xs = [np.round(rng.normal(size=shape) * 8) / 8 + 0.0 for shape in ((2, 2, 4), (1, 1, 4))]
     ctx.show(d_model=4, n_head=2, bias=False, state=state, xs=xs)
     expect_value_error(lambda: ctx.student.decode_run(4, 2, False, state, xs, "cpu"),
                        "a cache filled with a batch of 2, then a batch of 1")

@@ -186,7 +186,7 @@ def compare(submissions: Mapping[str, Path], course: Course, *, corpus: Path | N
             found.append((first, name, a, b, float(scores[i, j]), int(shared[i, j]),
                           _rule(rule, outside=b.outside)))
         flagged = Counter(j if files[j].outside else None for _, j, _ in matches)
-        result.exercises[name] = {**_rule(where), "files": len(mine), "flagged": flagged[None],
+        result.exercises[name] = {"files": len(mine), **_rule(where), "flagged": flagged[None],
                                   "no_code": empty}
         if explained:
             result.exercises[name]["explained"] = explained

@@ -66,7 +66,8 @@ CUT_HEADER = ["exercise", "distinct files", "median", "deviation", "cut", "flagg
 def _outside_rows(similarity: dict[str, Any]) -> list[list[Any]]:
     """Each outside file whose cut the class's scores with it raised above the floor, or with
     a flagged student: the class is closer to it than to a stranger, or someone copied it."""
-    return [[name, ", ".join(o["source"]), o["pairs"], o["median"], o["mad"], o["cut"],
+    return [[name, ", ".join(o["source"]), o["pairs"],
+             *((o["median"], o["mad"]) if o["pairs"] >= MIN_PAIRS else ("-", "-")), o["cut"],
              o["flagged"]]
             for name, e in similarity.get("exercises", {}).items()
             for o in e.get("outside", [])

@@ -291,9 +291,9 @@ def test_rejects_indivisible_d_model(ctx):
 @EX.check(points=1, prop="A query with no allowed key raises ValueError in forward.")
 def test_rejects_fully_masked_query(ctx):
     rng = np.random.default_rng(0)
-    # values in eighths: the example shown is short enough to paste back
-    state = {f"{n}.weight": np.round(rng.normal(size=(4, 4)) * 4) / 8 for n in PROJECTIONS}
-    x = np.round(rng.normal(size=(1, 2, 4)) * 8) / 8
+    # values in eighths (+ 0.0: no -0.0): the example shown is short enough to paste back
+    state = {f"{n}.weight": np.round(rng.normal(size=(4, 4)) * 4) / 8 + 0.0 for n in PROJECTIONS}
+    x = np.round(rng.normal(size=(1, 2, 4)) * 8) / 8 + 0.0
     mask = np.array([[False, True], [True, True]])
     case = MHA(4, 2, False, state, x, mask)
     ctx.show(case=case)
