@@ -4,26 +4,40 @@ A module that lacks a weight is told so, on the checks that weight breaks, and n
 code raised; no "Expected: [nan] / Got: [nan]" under a line that rightly names the student's
 NaN; an entry named as off prints differently on the Expected and Got lines; a bare ``assert``
 reads "AssertionError (at ...)"; torch's advice to run anomaly mode, which the kit already ran,
-is left out; and a count of one takes the singular. The messages the student reads are quoted.
+is left out; and a count of one takes the singular. Issue 47: every line true to the example
+beside it (a property's text, the window's count, a tuple's parts, the label of an example no
+shrinking made, every argument of the call shown). The messages the student reads are quoted.
 """
 
 from __future__ import annotations
 
 import ast
+import os
 import re
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
-from submission_tools import KIT
-from test_true_feedback import IN_PLACE_EXP, key_with, line_of, run_checks
+from submission_tools import EXERCISES, KIT, SOLUTIONS
+from test_true_feedback import COURSE, IN_PLACE_EXP, key_with, line_of, run_checks
 from zoo.catalog import BY_NAME, build
 
+from grader.core.answer_key import AnswerKey
 from grader.core.assertions import CheckFailed, assert_close, assert_equal, assert_matches_key
-from grader.core.engine import CheckResult, ExerciseResult, SubmissionResult, grade_submission
+from grader.core.engine import (
+    CheckResult,
+    ExerciseResult,
+    SubmissionResult,
+    copy_submission,
+    grade_submission,
+    run_check,
+)
+from grader.core.exercise import Context
+from grader.core.student import Student
 from grader.integrations.outputs import exports, report
-
-# -- a module that lacks a weight ---------------------------------------------------------------
 from grader.integrations.routes import gradescope
+from grader.sandbox.isolation import Sandbox
 
 
 # -- a module that lacks a weight ---------------------------------------------------------------
@@ -256,19 +270,6 @@ def test_a_grouped_module_whose_weights_do_not_fit_is_told_so():
 # -- every line true to the example beside it (issue 47) -------------------------------------
 def run_checks_with_key(exercise: str, source: str, names: list[str]) -> dict:
     """``run_checks``, the hidden checks among them (``ctx.key``: the answer key)."""
-    import os
-    import tempfile
-    from pathlib import Path
-
-    from submission_tools import EXERCISES, SOLUTIONS
-    from test_true_feedback import COURSE
-
-    from grader.core.answer_key import AnswerKey
-    from grader.core.engine import copy_submission, run_check
-    from grader.core.exercise import Context
-    from grader.core.student import Student
-    from grader.sandbox.isolation import Sandbox
-
     with tempfile.TemporaryDirectory(prefix="true-messages-") as tmp:
         os.chmod(tmp, 0o755)  # the worker may run as an unprivileged user
         staged, folder = Path(tmp) / "staged", Path(tmp) / "submission"
@@ -305,8 +306,6 @@ def test_no_property_names_an_example():
     """A property holds for every example its check draws: its text names none (the huge
     logits and the slices 1000 apart each named a fixed example, and then showed a drawn one
     beside the words)."""
-    from submission_tools import EXERCISES
-
     literal = re.compile(r"\[\[?-?\d")  # an array written out: [1000, or [[1000,
     named = [f"{name}.{check.name}: {check.prop}" for name, ex in EXERCISES.items()
              for check in ex.checks if literal.search(check.prop) and check.is_property]
