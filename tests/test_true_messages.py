@@ -4,26 +4,40 @@ A module that lacks a weight is told so, on the checks that weight breaks, and n
 code raised; no "Expected: [nan] / Got: [nan]" under a line that rightly names the student's
 NaN; an entry named as off prints differently on the Expected and Got lines; a bare ``assert``
 reads "AssertionError (at ...)"; torch's advice to run anomaly mode, which the kit already ran,
-is left out; and a count of one takes the singular. The messages the student reads are quoted.
+is left out; and a count of one takes the singular. Issue 47: every line true to the example
+beside it (a property's text, the window's count, a tuple's parts, the label of an example no
+shrinking made, every argument of the call shown). The messages the student reads are quoted.
 """
 
 from __future__ import annotations
 
 import ast
+import os
 import re
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
-from submission_tools import KIT
-from test_true_feedback import IN_PLACE_EXP, key_with, line_of, run_checks
+from submission_tools import EXERCISES, KIT, SOLUTIONS
+from test_true_feedback import COURSE, IN_PLACE_EXP, key_with, line_of, run_checks
 from zoo.catalog import BY_NAME, build
 
-from grader.core.assertions import CheckFailed, assert_close, assert_equal
-from grader.core.engine import CheckResult, ExerciseResult, SubmissionResult, grade_submission
+from grader.core.answer_key import AnswerKey
+from grader.core.assertions import CheckFailed, assert_close, assert_equal, assert_matches_key
+from grader.core.engine import (
+    CheckResult,
+    ExerciseResult,
+    SubmissionResult,
+    copy_submission,
+    grade_submission,
+    run_check,
+)
+from grader.core.exercise import Context
+from grader.core.student import Student
 from grader.integrations.outputs import exports, report
-
-# -- a module that lacks a weight ---------------------------------------------------------------
 from grader.integrations.routes import gradescope
+from grader.sandbox.isolation import Sandbox
 
 
 # -- a module that lacks a weight ---------------------------------------------------------------
@@ -251,3 +265,104 @@ def test_a_grouped_module_whose_weights_do_not_fit_is_told_so():
     assert "Failed: this example's weights could not be loaded into the module: wk.weight is " \
            "missing or has another shape than (1, 2)" in feedback
     assert "raised" not in feedback and "BadReturn" not in feedback
+
+
+# -- every line true to the example beside it (issue 47) -------------------------------------
+def run_checks_with_key(exercise: str, source: str, names: list[str]) -> dict:
+    """``run_checks``, the hidden checks among them (``ctx.key``: the answer key)."""
+    with tempfile.TemporaryDirectory(prefix="true-messages-") as tmp:
+        os.chmod(tmp, 0o755)  # the worker may run as an unprivileged user
+        staged, folder = Path(tmp) / "staged", Path(tmp) / "submission"
+        staged.mkdir()
+        folder.mkdir()
+        (staged / f"{exercise}.py").write_text(source)
+        copy_submission(staged, folder)
+        ex = EXERCISES[exercise]
+        with Sandbox(folder, exercise, framework=ex.framework) as sandbox:
+            student = Student(sandbox, ex)
+            student.load()
+            ctx = Context(student, AnswerKey(SOLUTIONS, ex), ("cpu",))
+            points = COURSE.check_points(ex)
+            return {c.name: run_check(c, ctx, COURSE, points[c.name])
+                    for c in ex.checks if c.name in names}
+
+
+def test_the_huge_logits_property_describes_the_example_it_shows():
+    """A softmax along the wrong axis read "Property: Huge logits do not overflow: [1000, 1000]
+    gives [0.5, 0.5]." above the logits [[1000, 1000]] along axis 0, expected [[1, 1]]: the
+    property named an example other than the one shown, whose answer it contradicted."""
+    check = "test_stable_for_huge_logits"
+    source = BY_NAME["softmax_wrong_axis"].source()
+    feedback = run_checks("softmax", source, [check])[check].feedback
+    assert feedback.splitlines()[0] == (
+        "Property: Huge logits do not overflow: logits moved up by 1000 or 10000, or down by "
+        "1000, give what the same logits give unmoved.")
+    assert "Smallest failing input: logits [[1000, 1000]] (float64, shape (1, 2)), axis 0\n" \
+           "Expected: [[1, 1]] (float64, shape (1, 2))" in feedback
+    assert "[0.5, 0.5]" not in feedback.splitlines()[0]
+
+
+def test_no_property_names_an_example():
+    """A property holds for every example its check draws: its text names none (the huge
+    logits and the slices 1000 apart each named a fixed example, and then showed a drawn one
+    beside the words)."""
+    literal = re.compile(r"\[\[?-?\d")  # an array written out: [1000, or [[1000,
+    named = [f"{name}.{check.name}: {check.prop}" for name, ex in EXERCISES.items()
+             for check in ex.checks if literal.search(check.prop) and check.is_property]
+    assert named == []
+
+
+def test_the_window_count_speaks_of_the_rows_shown():
+    """"row 1 allows 2 keys, expected min(i + 1, window) = 1: keys 1..1" stood above the mask's
+    rows, whose True entries are the keys blocked: the words counted what the arrays did not
+    show. The words now name the blocked keys, as the arrays mark them."""
+    check = "test_each_row_allows_the_most_recent_keys"
+    feedback = run_checks("masks", BY_NAME["window_off_by_one"].source(), [check])[check].feedback
+    assert "Failed: row 1 blocks no key, expected key 0: row i allows the min(i + 1, window) = " \
+           "1 most recent key, key 1, and blocks every other\n" \
+           "Smallest failing input: t 2, window 1\n" \
+           "Expected: [True, False] (bool)\n" \
+           "Got:      [False, False] (bool)" in feedback
+
+
+def test_a_part_of_a_tuple_is_named():
+    """The hidden comparison with the key read "Failed: (output, weights) [1]: got 0.00198777
+    at index (0, 1), expected 0.0121606": the weights, by their index."""
+    check = "test_attention_matches_answer_key"
+    feedback = run_checks_with_key("attention", BY_NAME["attention_scale_missing"].source(),
+                                   [check])[check].feedback
+    assert "Failed: the weights: got 0.00198777 at index (0, 1), expected 0.0121606 (2 of 2 " \
+           "entries off)" in feedback
+    assert "[1]" not in feedback and "(output, weights)" not in feedback
+    message = str(pytest.raises(CheckFailed, assert_matches_key, (np.zeros(2), np.ones(1)),
+                                (np.zeros(2), np.zeros(1)), what="(dq, dk)").value)
+    assert message.startswith("part 2 of 2 of (dq, dk): got 1")  # unnamed: its place in words
+
+
+def test_an_example_no_shrinking_made_is_not_called_the_smallest():
+    """A plain check's example, and a fixed one inside a property, read "Smallest failing input"
+    though nothing had shrunk them: "Failing input"."""
+    feedback = run_checks("softmax", BY_NAME["softmax_always_float64"].source(),
+                          ["test_result_dtype"])["test_result_dtype"].feedback
+    assert "Failed: the result has dtype float64, expected float32\n" \
+           "Failing input: logits [1, 2] (float32)" in feedback
+    check = "test_stable_for_huge_logits"
+    feedback = run_checks("softmax", BY_NAME["softmax_overflow"].source(), [check])[check].feedback
+    assert "Failing input: logits [1000, 1000] (float64), axis -1\n" \
+           "Expected: [0.5, 0.5] (float64)" in feedback
+    assert "Smallest" not in feedback
+
+
+def test_a_rejected_call_shows_every_argument_it_had():
+    """attention_backward's bad-input check showed "q [[[1, 1], ...]] (float64, shape (2, 2,
+    2)), grad_output [[[1, 1], [1, 1]]] (float64, shape (1, 2, 2))" for the call
+    attention_backward(q, k, v, grad_output): no k, no v, nothing to paste back."""
+    source = key_with("attention_backward", (
+        '    if g.shape != (*q.shape[:-1], v.shape[-1]):\n'
+        '        raise ValueError(f"grad_output has shape {g.shape}, expected the output\'s "\n'
+        '                         f"{(*q.shape[:-1], v.shape[-1])}")\n', ""))
+    check = "test_rejects_bad_inputs"
+    feedback = run_checks("attention_backward", source, [check])[check].feedback
+    ones = "[[[1, 1], [1, 1]], [[1, 1], [1, 1]]] (float64, shape (2, 2, 2))"
+    assert f"Failing input: q {ones}, k {ones}, v {ones}, grad_output [[[1, 1], [1, 1]]] " \
+           "(float64, shape (1, 2, 2))" in feedback

@@ -19,7 +19,7 @@ softmax of logits in [-10, 10]) asks for that instead (``rounding=True``): see `
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
 from typing import Any
 
@@ -121,6 +121,8 @@ def fmt(value: Any, digits: int | None = None) -> str:
         return ", ".join(f"{k} {fmt(v, digits)}" for k, v in zip(value._fields, value))
     if isinstance(value, dict):
         return "{" + ", ".join(f"{k}: {fmt(v, digits)}" for k, v in value.items()) + "}"
+    if isinstance(value, list) and any(isinstance(v, (np.ndarray, dict, list)) for v in value):
+        return "[" + ", ".join(fmt(v, digits) for v in value) + "]"  # arrays as arrays print
     if isinstance(value, (float, np.floating, complex, np.complexfloating)):
         return _scalar(value, digits)
     return repr(value)
@@ -267,32 +269,44 @@ def assert_equal(got: Any, expected: Any, what: str = "the result") -> None:
 
 
 def assert_matches_key(got: Any, expected: Any, *, dtype: Any = np.float64,
-                       what: str = "the result") -> None:
+                       what: str = "the result",
+                       parts: Sequence[str] | Callable[[int], str] = ()) -> None:
     """``got`` has the answer key's structure (the same tuple lengths, dict keys and shapes)
     and its values: close for floats, equal for booleans and integers. An empty tuple, a
-    missing key or an extra element fails; it never compares nothing."""
-    if isinstance(expected, tuple):
-        if not isinstance(got, tuple) or len(got) != len(expected):
-            size = f"a tuple of {len(got)}" if isinstance(got, tuple) else type(got).__name__
-            raise CheckFailed(f"{what} is {size}; the answer key returns a tuple of "
+    missing key or an extra element fails; it never compares nothing. A tuple's or a list's
+    elements are named by ``parts`` (``("the output", "the weights")``, or a function of the
+    index: ``"the output of step 0"``), as the contract names them: a student reads "the
+    weights", not "(output, weights) [1]"."""
+    if isinstance(expected, (tuple, list)):
+        kind = type(expected).__name__
+        if not isinstance(got, type(expected)) or len(got) != len(expected):
+            size = (f"a {kind} of {len(got)}" if isinstance(got, type(expected))
+                    else type(got).__name__)
+            raise CheckFailed(f"{what} is {size}; the answer key returns a {kind} of "
                               f"{len(expected)}")
         for i, (g, e) in enumerate(zip(got, expected)):
-            assert_matches_key(g, e, dtype=dtype, what=f"{what} [{i}]")
+            assert_matches_key(g, e, dtype=dtype, what=_part(what, parts, i, len(expected)))
     elif isinstance(expected, dict):
         if not isinstance(got, dict) or set(got) != set(expected):
             raise CheckFailed(f"{what} has keys {sorted(got) if isinstance(got, dict) else got!r}"
                               f", expected {sorted(expected)}")
         for key in expected:
             assert_matches_key(got[key], expected[key], dtype=dtype, what=f"{what} {key}")
-    elif isinstance(expected, list):
-        if not isinstance(got, list) or len(got) != len(expected):
-            raise CheckFailed(f"{what} should be a list of {len(expected)}")
-        for i, (g, e) in enumerate(zip(got, expected)):
-            assert_matches_key(g, e, dtype=dtype, what=f"{what} [{i}]")
     elif np.asarray(expected).dtype.kind in "biu":
         assert_equal(got, expected, what)
     else:
         assert_close(got, expected, dtype=dtype, what=what)
+
+
+def _part(what: str, parts: Sequence[str] | Callable[[int], str], index: int, count: int
+          ) -> str:
+    """The name of element ``index`` of ``what`` (``count`` elements): its name in ``parts``,
+    else its place in words ("part 2 of 2 of (output, weights)"), never a bare index."""
+    if callable(parts):
+        return parts(index)
+    if len(parts) == count:
+        return parts[index]
+    return f"part {index + 1} of {count} of {what}"
 
 
 def expect_value_error(call: Callable[[], Any], what: str) -> None:

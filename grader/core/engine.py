@@ -140,7 +140,9 @@ def _failure_text(
     lines = [f"Property: {check.prop}", f"Failed: {message}"]
     shown = _inputs(ctx)
     if shown:
-        label = "Failing input (a fixed case)" if ctx.fixed else "Smallest failing input"
+        # Only Hypothesis's draw was shrunk: an example the check wrote is shown as it is.
+        label = ("Failing input (a fixed case)" if ctx.fixed else
+                 "Smallest failing input" if ctx.drawn else "Failing input")
         lines.append(f"{label}: {shown}")
     if failure is not None and failure.expected is not None and failure.got is not None:
         expected, got = assertions.fmt_pair(failure.expected, failure.got, failure.off)

@@ -83,10 +83,16 @@ class Context:
     # reply being the StudentError when the call raised (``Student`` appends them).
     calls: list[tuple[str, tuple, dict, Any]] = field(default_factory=list)
     fixed: bool = False  # the current example is one of the check's fixed cases, not shrunk
+    # The current example is Hypothesis's draw, or made from it: shrunk when it fails. An
+    # example a check writes itself (``show``, by default) was never shrunk.
+    drawn: bool = False
 
-    def show(self, **inputs: Any) -> None:
-        """Record the inputs a non-Hypothesis check is about to use, for its feedback."""
+    def show(self, *, drawn: bool = False, **inputs: Any) -> None:
+        """Record the inputs the check is about to call the student's code with (every
+        argument of that call, by the contract's names, so the student can paste it back),
+        for its feedback; ``drawn``: made from the drawn example, so shrunk with it."""
         self.example = dict(inputs)
+        self.drawn = drawn
 
 
 @dataclass(frozen=True)
@@ -143,7 +149,7 @@ class Check:
         fixed cases."""
         ctx.example = {}
         ctx.calls.clear()
-        ctx.fixed = False
+        ctx.fixed = ctx.drawn = False
         if not self.is_property:
             self.func(ctx)
             return
@@ -156,7 +162,7 @@ class Check:
         replayed = replay.replayed(key, self.func.hypothesis.inner_test, ctx)
         if replayed:
             return  # the examples Hypothesis drew before, every one passed
-        failed = dict(ctx.example)
+        failed, drawn = dict(ctx.example), ctx.drawn
         memoizing = getattr(ctx.student, "memoizing", None)
         if memoizing is None or not replay.has_runs(key):
             memoizing = contextlib.nullcontext
@@ -180,7 +186,7 @@ class Check:
             with replay.recording(key, self.func.hypothesis):
                 self.func(ctx)
         if replayed is False:  # the same examples failed a moment ago, in the replay
-            ctx.example = failed
+            ctx.example, ctx.drawn = failed, drawn
             raise Flaky("the same input failed in the replay and passed when drawn again")
 
     def _fixed(self, ctx: Context, seed_text: str) -> None:
@@ -240,6 +246,7 @@ def _recording_examples(func: Callable) -> Callable:
         # Hypothesis replays the smallest failure last, so what is recorded here at the end is
         # the counterexample to show.
         ctx.example = {k: v for k, v in kwargs.items() if not replay.is_data(v)}
+        ctx.drawn = True
         ctx.calls.clear()
         for value in kwargs.values():
             if replay.is_data(value):

@@ -145,7 +145,7 @@ def test_stable_for_rows_of_different_magnitude(ctx, case):
     # Every other query row scaled by 1000: its scores are thousands, its neighbours' a few.
     spread = case._replace(q=case.q * 1000.0 ** (np.arange(case.q.shape[-2]) % 2)[:, None])
     for shown in (first, spread):
-        ctx.example["case"] = shown  # show the input actually used
+        ctx.show(case=shown, drawn=shown is spread)  # the input actually used
         expected_out, expected_weights = torch_reference(shown)
         out, weights = student_attention(ctx, shown)
         assert_close(weights, expected_weights, what="the weights")
@@ -294,7 +294,8 @@ def attention_structures(rng):
 def test_attention_matches_answer_key(ctx, case):
     got = ctx.student.scaled_dot_product_attention(*case)
     expected = ctx.key.scaled_dot_product_attention(*case)
-    assert_matches_key(got, expected, dtype=case.q.dtype, what="(output, weights)")
+    assert_matches_key(got, expected, dtype=case.q.dtype, what="(output, weights)",
+                       parts=("the output", "the weights"))
 ### END HIDDEN CHECKS
 
 

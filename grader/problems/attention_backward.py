@@ -165,13 +165,14 @@ def test_dk_sums_to_zero_over_keys(ctx, case):
 def test_rejects_bad_inputs(ctx):
     # (1, 2, 2) broadcasts in every matmul: only an explicit shape check catches it.
     q = k = v = np.ones((2, 2, 2))
-    ctx.show(q=q, grad_output=np.ones((1, 2, 2)))
-    expect_value_error(lambda: ctx.student.attention_backward(q, k, v, np.ones((1, 2, 2))),
+    grad_output = np.ones((1, 2, 2))
+    ctx.show(q=q, k=k, v=v, grad_output=grad_output)
+    expect_value_error(lambda: ctx.student.attention_backward(q, k, v, grad_output),
                        "grad_output of shape (1, 2, 2) for an output of shape (2, 2, 2)")
-    q = k = v = np.ones((2, 2))
+    q = k = v = grad_output = np.ones((2, 2))
     mask = np.array([[False, True], [True, True]])
-    ctx.show(q=q, mask=mask)
-    expect_value_error(lambda: ctx.student.attention_backward(q, k, v, np.ones((2, 2)), mask),
+    ctx.show(q=q, k=k, v=v, grad_output=grad_output, mask=mask)
+    expect_value_error(lambda: ctx.student.attention_backward(q, k, v, grad_output, mask),
                        "mask [[False, True], [True, True]] (query 1 sees nothing)")
 
 
@@ -217,7 +218,7 @@ def attention_grad_structures(rng):
 @given(case=attention_grad_case())
 def test_attention_backward_matches_answer_key(ctx, case):
     assert_matches_key(ctx.student.attention_backward(*case), ctx.key.attention_backward(*case),
-                       what="(dq, dk, dv)")
+                       what="(dq, dk, dv)", parts=("dq", "dk", "dv"))
 ### END HIDDEN CHECKS
 
 

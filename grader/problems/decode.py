@@ -155,8 +155,9 @@ def compare_with_full_forward(ctx, case: Decode) -> None:
 
 
 def kv_step(rng, b, h, t, d, device="cpu", t_v=None):
-    return {"k": rng.normal(size=(b, h, t, d)), "v": rng.normal(size=(b, h, t_v or t, d)),
-            "device": device}
+    """One append's keys and values, in eighths (short enough to paste back), and its device."""
+    return {"k": np.round(rng.normal(size=(b, h, t, d)) * 8) / 8 + 0.0,  # + 0.0: no -0.0
+            "v": np.round(rng.normal(size=(b, h, t_v or t, d)) * 8) / 8 + 0.0, "device": device}
 
 
 @EX.check(points=2, prop="Decoding token by token gives the outputs of one full causal forward.")
@@ -188,6 +189,7 @@ def test_append_returns_everything_in_order(ctx, sizes, seed):
     values = Seeded(seed)
     steps = [{"k": values.array(np.float64, (1, 2, n, 2)),
               "v": values.array(np.float64, (1, 2, n, 2)), "device": "cpu"} for n in sizes]
+    ctx.show(steps=steps, drawn=True)
     replies = ctx.student.kvcache_run(steps)
     for i, reply in enumerate(replies):
         for name in ("k", "v"):
@@ -203,7 +205,7 @@ def test_rejects_keys_and_values_of_different_lengths(ctx):
     rng = np.random.default_rng(0)
     for steps in ([kv_step(rng, 1, 2, 3, 2, t_v=2)],
                   [kv_step(rng, 1, 2, 1, 2), kv_step(rng, 1, 2, 2, 2, t_v=1)]):
-        ctx.show(lengths=[(s["k"].shape[2], s["v"].shape[2]) for s in steps])
+        ctx.show(steps=steps)
         expect_value_error(lambda s=steps: ctx.student.kvcache_run(s),
                            "keys and values with different numbers of positions")
 
@@ -211,9 +213,11 @@ def test_rejects_keys_and_values_of_different_lengths(ctx):
 @EX.check(points=1, prop="Decoding a batch of another size with the same cache raises ValueError.")
 def test_rejects_cache_of_another_batch(ctx):
     rng = np.random.default_rng(1)
-    state = {f"{n}.weight": rng.normal(size=(4, 4)) / 2 for n in ("wq", "wk", "wv", "wo")}
-    xs = [rng.normal(size=(2, 2, 4)), rng.normal(size=(1, 1, 4))]
-    ctx.show(batch_sizes=[2, 1])
+    # values in eighths (+ 0.0: no -0.0): the example shown is short enough to paste back
+    state = {f"{n}.weight": np.round(rng.normal(size=(4, 4)) * 4) / 8 + 0.0
+             for n in ("wq", "wk", "wv", "wo")}
+    xs = [np.round(rng.normal(size=shape) * 8) / 8 + 0.0 for shape in ((2, 2, 4), (1, 1, 4))]
+    ctx.show(d_model=4, n_head=2, bias=False, state=state, xs=xs)
     expect_value_error(lambda: ctx.student.decode_run(4, 2, False, state, xs, "cpu"),
                        "a cache filled with a batch of 2, then a batch of 1")
 
@@ -223,7 +227,7 @@ def test_rejects_cache_of_another_batch(ctx):
 def test_rejects_keys_on_another_device(ctx):
     rng = np.random.default_rng(2)
     steps = [kv_step(rng, 1, 2, 2, 2, "cpu"), kv_step(rng, 1, 2, 1, 2, "meta")]
-    ctx.show(devices=["cpu", "meta"])
+    ctx.show(steps=steps)
     expect_value_error(lambda: ctx.student.kvcache_run(steps),
                        "a cache on cpu given keys on the meta device")
 
@@ -292,7 +296,8 @@ def test_decode_matches_answer_key(ctx, case):
     args = (case.d_model, case.n_head, case.bias, case.state, xs)
     got, expected = ctx.student.decode_run(*args), ctx.key.decode_run(*args)
     assert_matches_key(got["ys"], expected["ys"], dtype=case.x.dtype,
-                       what="the decoded outputs (one per step)")
+                       what="the decoded outputs (one per step)",
+                       parts=lambda step: f"the output of step {step}")
 ### END HIDDEN CHECKS
 
 

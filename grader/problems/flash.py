@@ -200,8 +200,7 @@ def test_peak_memory_far_below_one_score_matrix(ctx):
     q, k, v = (values.array(np.float64, (MEMORY_T, MEMORY_D)) for _ in range(3))
     for causal in (False, True):
         mask = np.triu(np.ones((MEMORY_T, MEMORY_T), dtype=bool), k=1) if causal else None
-        ctx.show(T=MEMORY_T, d=MEMORY_D, mask="causal" if causal else None,
-                 block_size=MEMORY_BLOCK)
+        ctx.show(q=q, k=k, v=v, mask=mask, block_size=MEMORY_BLOCK)  # T, d: their shapes
         run, peak = ctx.student.flash_peak(q, k, v, causal, MEMORY_BLOCK)
         expected = replay.kept(  # the same on every run: computed once, kept with the examples
             (test_peak_memory_far_below_one_score_matrix, "expected", causal),

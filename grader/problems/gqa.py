@@ -182,6 +182,7 @@ def torch_gqa(case: GQA, device: str = "cpu") -> dict:
 @given(b=st.integers(1, 2), h=st.integers(1, 3), t=st.integers(1, 3), n_rep=st.integers(1, 3))
 def test_repeat_kv_repeats_each_head_for_its_group(ctx, b, h, t, n_rep):
     x = np.arange(b * h * t * 2, dtype=np.float64).reshape(b, h, t, 2)  # distinct entries
+    ctx.show(x=x, n_rep=n_rep, drawn=True)
     expected = torch.from_numpy(x).repeat_interleave(n_rep, dim=1).numpy()
     assert_equal(ctx.student.repeat_kv(x, n_rep), expected, f"repeat_kv(x, {n_rep})")
 
@@ -222,7 +223,7 @@ def test_parameter_count(ctx):
        "cache shrinks by n_head / n_kv_head against multi-head attention's 2*d_model.")
 def test_kv_cache_per_token_shrinks_by_group_size(ctx):
     for d_model, n_head, n_kv_head, bias in CONFIGS:
-        ctx.show(d_model=d_model, n_head=n_head, n_kv_head=n_kv_head)
+        ctx.show(d_model=d_model, n_head=n_head, n_kv_head=n_kv_head, bias=bias)
         built = ctx.student.gqa_build(d_model, n_head, n_kv_head, bias)
         per_token = sum(built["linears"].get(n, {}).get("out", d_model) for n in ("wk", "wv"))
         if per_token * n_head != 2 * d_model * n_kv_head:
@@ -266,7 +267,7 @@ def test_matches_torch_sdpa_enable_gqa(ctx, case):
        "ValueError in __init__.")
 def test_rejects_indivisible_heads(ctx):
     for d_model, n_head, n_kv_head in ((12, 6, 4), (12, 4, 3), (10, 4, 2)):
-        ctx.show(d_model=d_model, n_head=n_head, n_kv_head=n_kv_head)
+        ctx.show(d_model=d_model, n_head=n_head, n_kv_head=n_kv_head, bias=False)
         expect_value_error(
             lambda a=(d_model, n_head, n_kv_head): ctx.student.gqa_build(*a, False),
             f"d_model={d_model}, n_head={n_head}, n_kv_head={n_kv_head}")

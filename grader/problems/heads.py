@@ -73,15 +73,17 @@ def test_head_h_is_columns_h(ctx, case):
     assert_equal(got, torch.stack(columns, dim=1).numpy(), "split_heads(x)")
 
 
-@EX.check(points=2, prop="merge_heads(y)[:, :, h*D:(h+1)*D] is head h of y, for (B, H, T, D) y.")
+@EX.check(points=2, prop="merge_heads(x)[:, :, h*D:(h+1)*D] is head h of x, for (B, H, T, D) x.")
 @given(case=heads_case())
 def test_merge_concatenates_heads(ctx, case):
     x, n_head = case
     batch, length, width = x.shape
-    y = x.reshape(batch, n_head, length, width // n_head)  # any (B, H, T, D), distinct entries
-    ctx.show(y=y)
-    got = assert_shape(ctx.student.merge_heads(y), (batch, length, width), "merge_heads(y)")
-    assert_equal(got, torch.cat(torch.from_numpy(y).unbind(1), dim=-1).numpy(), "merge_heads(y)")
+    # any (B, H, T, D), distinct entries; named x, as merge_heads names its argument
+    heads = x.reshape(batch, n_head, length, width // n_head)
+    ctx.show(x=heads, drawn=True)
+    got = assert_shape(ctx.student.merge_heads(heads), (batch, length, width), "merge_heads(x)")
+    assert_equal(got, torch.cat(torch.from_numpy(heads).unbind(1), dim=-1).numpy(),
+                 "merge_heads(x)")
 
 
 @EX.check(points=2, prop="merge_heads undoes split_heads: merge_heads(split_heads(x, H)) == x.")

@@ -55,6 +55,7 @@ def student_mask(ctx, n_cached, n_new):
 @EX.check(points=2, prop="With nothing cached, kv_cache_mask(0, t) is the causal mask.")
 @given(t=st.integers(1, 10))
 def test_equals_causal_mask_without_cache(ctx, t):
+    ctx.show(n_cached=0, n_new=t, drawn=True)
     assert_equal(student_mask(ctx, 0, t), causal_mask(t), "kv_cache_mask(0, t)")
 
 

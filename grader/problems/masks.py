@@ -84,12 +84,14 @@ def student_padding(ctx, lengths, t):
 @EX.check(points=1, prop="With window 1, each position sees only itself.")
 @given(t=st.integers(1, 8))
 def test_window_one_sees_only_itself(ctx, t):
+    ctx.show(t=t, window=1, drawn=True)
     assert_equal(student_window(ctx, t, 1), ~np.eye(t, dtype=bool), "sliding_window_mask(t, 1)")
 
 
 @EX.check(points=1, prop="With window >= t, sliding_window_mask(t, window) is causal_mask(t).")
 @given(t=st.integers(1, 8), extra=st.integers(0, 3))
 def test_large_window_equals_causal_mask(ctx, t, extra):
+    ctx.show(t=t, window=t + extra, drawn=True)
     assert_equal(student_window(ctx, t, t + extra), causal_mask(t),
                  f"sliding_window_mask({t}, {t + extra})")
 
@@ -102,10 +104,26 @@ def test_each_row_allows_the_most_recent_keys(ctx, case):
     for i in range(case.t):
         expected = ~sliding_window_mask(case.t, case.window)[i]
         if not np.array_equal(~mask[i], expected):
+            # The row as the mask holds it (True: blocked), in the words and the arrays alike.
+            allowed = min(i + 1, case.window)
             raise CheckFailed(
-                f"row {i} allows {counted(int((~mask[i]).sum()), 'key')}, expected "
-                f"min(i + 1, window) = {min(i + 1, case.window)}: keys {i - expected.sum() + 1}"
-                f"..{i}", expected=~expected, got=mask[i])
+                f"row {i} blocks {_keys(mask[i])}, expected {_keys(~expected)}: row i allows "
+                f"the min(i + 1, window) = {counted(allowed, 'most recent key')}, "
+                f"{_span(i - allowed + 1, i)}, and blocks every other",
+                expected=~expected, got=mask[i])
+
+
+def _keys(blocked: np.ndarray) -> str:
+    """The keys a mask row blocks, by position: "no key", "key 0", "keys 0, 2 and 3"."""
+    where = [str(j) for j in np.flatnonzero(blocked)]
+    if not where:
+        return "no key"
+    return (f"key {where[0]}" if len(where) == 1
+            else f"keys {', '.join(where[:-1])} and {where[-1]}")
+
+
+def _span(first: int, last: int) -> str:
+    return f"key {first}" if first == last else f"keys {first}..{last}"
 
 
 @EX.check(points=1, prop="padding_mask(lengths, t) is bool (B, 1, 1, t), True exactly at key "

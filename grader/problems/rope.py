@@ -195,8 +195,8 @@ def test_shifted_chunk_equals_slice_of_full_sequence(ctx, case):
                  what=f"the chunk at positions {n_cached}..{t - 1}")
 
 
-@EX.check(points=1, prop="d = 2 at position 1 turns [1, 0] by 1 radian; with d = 4 the second "
-       "pair turns by base**(-1/2) per position.")
+@EX.check(points=1, prop="Known rotations: at position p, pair i of a row of d entries turns by "
+       "p * base**(-2i/d) radians (base 10000 unless given).")
 def test_known_rotations(ctx):
     one, two = math.cos(1.0), math.sin(1.0)
     cases = [  # x, positions, base (None: the default), expected

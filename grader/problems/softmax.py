@@ -91,7 +91,7 @@ def test_weights_in_unit_interval(ctx, case):
 def test_matches_torch_softmax(ctx, case):
     # float64 to its rounding (assertions.ROUNDING), then on logits where float32 always shows
     for logits, axis in (case, FLOAT32_VISIBLE):
-        ctx.show(logits=logits, axis=axis)
+        ctx.show(logits=logits, axis=axis, drawn=logits is case.logits)
         got = ctx.student.softmax(logits, axis=axis)
         assert_close(got, torch_softmax(logits, axis), dtype=logits.dtype, rounding=True)
 
@@ -121,18 +121,19 @@ def test_exact_zeros_at_neg_inf(ctx, case):
                                "with each -inf replaced by a logit 1000 below the others)")
 
 
-@EX.check(points=1, prop="Huge logits do not overflow: [1000, 1000] gives [0.5, 0.5].")
+@EX.check(points=1, prop="Huge logits do not overflow: logits moved up by 1000 or 10000, or down "
+                        "by 1000, give what the same logits give unmoved.")
 @given(case=logits_and_axis(dtypes=(np.float64,)), offset=st.sampled_from([1e3, -1e3, 1e4]))
 def test_stable_for_huge_logits(ctx, case, offset):
     ctx.show(logits=np.array([1000.0, 1000.0]), axis=-1)
     assert_close(ctx.student.softmax(np.array([1000.0, 1000.0])), [0.5, 0.5])
-    ctx.show(logits=case.logits + offset, axis=case.axis)
+    ctx.show(logits=case.logits + offset, axis=case.axis, drawn=True)
     got = ctx.student.softmax(case.logits + offset, axis=case.axis)
     assert_close(got, torch_softmax(case.logits, case.axis))
 
 
 @EX.check(points=1, prop="Slices of very different magnitude are each normalised on their own: "
-                        "[[1000, 1000], [0, 0]] gives [[0.5, 0.5], [0.5, 0.5]].")
+                        "slices 1000 apart give what each slice gives alone.")
 @given(case=logits_and_axis(dtypes=(np.float64,)))
 def test_stable_for_slices_of_different_magnitude(ctx, case):
     first = np.array([[1000.0, 1000.0], [0.0, 0.0]])
@@ -142,7 +143,7 @@ def test_stable_for_slices_of_different_magnitude(ctx, case):
     slices = np.moveaxis(case.logits, case.axis, -1).shape[:-1]
     offsets = 1000.0 * (np.arange(int(np.prod(slices))) % 3 - 1).reshape(*slices, 1)
     logits = case.logits + np.moveaxis(offsets, -1, case.axis)
-    ctx.show(logits=logits, axis=case.axis)
+    ctx.show(logits=logits, axis=case.axis, drawn=True)
     got = ctx.student.softmax(logits, axis=case.axis)
     assert_close(got, torch_softmax(case.logits, case.axis))
 

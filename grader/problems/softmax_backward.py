@@ -69,7 +69,7 @@ def test_matches_torch_autograd(ctx, case):
     logits, axis = case
     upstream = np.cos(np.arange(logits.size, dtype=np.float64)).reshape(logits.shape)
     p = reference_softmax(logits, axis)
-    ctx.show(probabilities=p, upstream=upstream, axis=axis)
+    ctx.show(probabilities=p, upstream=upstream, axis=axis, drawn=True)
     got = ctx.student.softmax_backward(p, upstream, axis=axis)
     assert_close(got, autograd_reference(logits, upstream, axis), what="dL/dlogits")
 
@@ -88,7 +88,7 @@ def test_matches_finite_differences(ctx, case):
         down = np.sum(reference_softmax(logits - step, axis) * upstream)
         numeric[index] = (up - down) / (2 * eps)
     p = reference_softmax(logits, axis)
-    ctx.show(probabilities=p, upstream=upstream, axis=axis)
+    ctx.show(probabilities=p, upstream=upstream, axis=axis, drawn=True)
     got = assert_shape(ctx.student.softmax_backward(p, upstream, axis=axis), p.shape)
     bad = np.abs(got - numeric) > 1e-6 + 1e-5 * np.abs(numeric)
     if bad.any():
@@ -107,7 +107,8 @@ def test_sums_to_zero_along_axis(ctx, case):
     assert_close(sums, np.zeros_like(sums), what="the sums along axis")
 
 
-@EX.check(points=2, prop="p = [0.5, 0.5] with upstream [1, 0] gives [0.25, -0.25].")
+@EX.check(points=2, prop="p = [0.5, 0.5] with upstream [1, 0] gives [0.25, -0.25], and with "
+       "upstream [1, 1] gives [0, 0].")
 def test_two_position_example(ctx):
     p = np.array([0.5, 0.5])
     for upstream, expected in (([1.0, 0.0], [0.25, -0.25]), ([1.0, 1.0], [0.0, 0.0])):
@@ -126,7 +127,7 @@ def test_uses_the_given_axis(ctx, case):
         )
         case = case._replace(axis=1)
     expected = softmax_backward(case.probabilities, case.upstream, case.axis)
-    ctx.show(**case._asdict())
+    ctx.show(**case._asdict(), drawn=True)
     got = ctx.student.softmax_backward(case.probabilities, case.upstream, axis=case.axis)
     assert_close(got, expected, what="dL/dlogits")
 

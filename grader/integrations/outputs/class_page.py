@@ -12,7 +12,7 @@ from typing import Any
 
 from ...core.plural import counted
 from .inert import html as escape  # html.escape, and no control or bidirectional character
-from .similarity import html_section
+from .similarity_report import html_section
 
 BLUE, GREEN, RED, AMBER, GREY, INK = "#3b6ea5", "#2e8b57", "#c0504d", "#d9962b", "#9aa5b1", "#222"
 CHECKS_SHOWN = 12  # the lowest pass rates the page and the tables show

@@ -33,7 +33,7 @@ from ...core import records
 from ...core.course import Course, number
 from ...core.plural import counted
 from ...core.results import KINDS, StudentRecord
-from . import inert
+from . import inert, similarity_report
 from . import similarity as alike
 from .class_page import lowest_checks, render
 from .report import test_name
@@ -321,7 +321,7 @@ def markdown(summary: dict[str, Any]) -> str:
          _few(c["failed_students"], 4)] for name, c in worst]) if worst else [
         "Every check passed for every student."]
     if "similarity" in summary:
-        lines += alike.markdown_lines(summary["similarity"])
+        lines += similarity_report.markdown_lines(summary["similarity"])
     errors = [(n, s, why) for n, e in summary["exercises"].items()
               for s, why in e["errors"].items()]
     if errors:  # as index.html has them

@@ -1,5 +1,6 @@
 """Similar submissions: every pair of students compared exercise by exercise, and every student
-against a folder of known outside solutions (``--similarity-corpus DIR``).
+against known outside solutions: a folder of them (``--similarity-corpus DIR``), or else the
+answer key (``solutions/``, where the kit has it).
 
 Each file is reduced to its own code (``grader.integrations.outputs.fingerprint``: its statements in
 one canonical form, less the stub's text, docstrings, signatures and the lines the stub quotes),
@@ -9,11 +10,14 @@ of its two files' shares of their own code found in the other (a statement held 
 twice): a copy padded with new code is still flagged through the shorter one.
 
 Independent authors still write alike where the task leaves little choice, more so in some
-exercises than in others, so each exercise is judged against its own class. A pair is flagged
-when it scores at or above the exercise's cut: the course's ``similarity`` (the floor), and, in
-an exercise with three pairs of students' files or more, the class's median score plus
-``SPREAD`` median absolute deviations (at least ``MIN_MAD`` each), 1 at most, and above the
-median (where every file is alike, none stands out); and when the two files share at least
+exercises than in others, so each exercise is judged against its own class. A pair of students
+is flagged when it scores at or above the exercise's cut: the course's ``similarity`` (the
+floor), and, in an exercise with three pairs of students' files or more, the class's median
+score plus ``SPREAD`` median absolute deviations (at least ``MIN_MAD`` each), 1 at most, and
+above the median (where every file is alike, none stands out). A student and an outside file
+are judged the same way against the class's own scores with that outside file: one that most of
+the class is as close to (``split_heads`` as anyone writes it, against the key's) flags no one,
+and a student far above the rest is flagged. Either way the two files must share at least
 ``MIN_SHARED`` tokens: a few alike lines are no evidence whoever wrote them.
 
 Identical files are one file held by several students: compared once, listed as one line
@@ -26,6 +30,7 @@ Every student's text and name is escaped. The same files give the same bytes.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,12 +40,13 @@ import numpy as np
 
 from ...core.course import KIT_ROOT, Course
 from ...core.reader import read_regular
-from . import inert
 from .fingerprint import Contract, Fingerprint, contract, fingerprint
 from .inert import html as escape  # html.escape, and no control or bidirectional character
 
 STUBS = KIT_ROOT / "exercises"
 CORPUS = "corpus"  # the prefix of an outside solution's name in a pair: "corpus/<folder>"
+KEY = "answer key"  # the answer key's name in a pair, where it is the outside solution
+KEY_FOLDER = "solutions/"  # where the kit keeps it, as the report names it
 MAX_BYTES = 256 << 10  # a file longer than this is compared on its first 256 KiB
 MIN_SHARED = 50  # tokens two files must share (about five lines) to be flagged
 SPREAD = 3.0  # how many median absolute deviations above the median a flagged pair stands
@@ -69,10 +75,6 @@ def corpus_folders(corpus: Path) -> dict[str, Path]:
     return found
 
 
-def outside(who: str) -> bool:
-    return who == CORPUS or who.startswith(CORPUS + "/")
-
-
 @dataclass
 class File:
     """One text of one exercise and who handed it in: students, by name, or else outside
@@ -80,10 +82,11 @@ class File:
 
     holders: list[str]
     print: Fingerprint
+    outside: bool = False
 
     @property
     def students(self) -> list[str]:
-        return [h for h in self.holders if not outside(h)]
+        return [] if self.outside else self.holders
 
 
 @dataclass(frozen=True)
@@ -125,27 +128,32 @@ class Similarity:
     identical: list[dict[str, Any]] = field(default_factory=list)
     exercises: dict[str, dict[str, Any]] = field(default_factory=dict)
     pages: dict[str, str] = field(default_factory=dict)  # path in the report folder -> HTML
+    outside: str = ""  # what the students were compared with besides each other: "corpus", "key"
 
     @property
     def summary(self) -> dict[str, Any]:
         return {"threshold": self.threshold, "pairs": self.pairs, "identical": self.identical,
-                "exercises": self.exercises, "min_shared": MIN_SHARED, "spread": SPREAD}
+                "exercises": self.exercises, "min_shared": MIN_SHARED, "spread": SPREAD,
+                **({"outside": self.outside} if self.outside else {})}
 
 
 def compare(submissions: Mapping[str, Path], course: Course, *, corpus: Path | None = None,
-            stubs: Path = STUBS) -> Similarity:
+            key: Path | None = None, stubs: Path = STUBS) -> Similarity:
     """Compare every pair of ``submissions`` (student -> folder), and every student with every
-    outside solution in ``corpus``, exercise by exercise, and flag the pairs that stand out
-    (the module's docstring). Deterministic: same files, same result. A file that cannot be
-    read is left out, and nothing else."""
-    holders = {**dict(sorted(submissions.items())),
-               **(corpus_folders(corpus) if corpus is not None else {})}
-    result = Similarity(course.similarity)
-    found: list[tuple[tuple[Any, ...], str, File, File, float, int]] = []
+    outside solution (those in ``corpus``; without one, the answer key's files in ``key``),
+    exercise by exercise, and flag the pairs that stand out (the module's docstring).
+    Deterministic: same files, same result. A file that cannot be read is left out, and
+    nothing else."""
+    students = dict(sorted(submissions.items()))
+    outsiders = corpus_folders(corpus) if corpus is not None else (
+        {KEY: key} if key is not None else {})
+    result = Similarity(course.similarity, outside="corpus" if corpus is not None else
+                        "key" if key is not None else "")
+    found: list[tuple[tuple[Any, ...], str, File, File, float, int, dict[str, Any]]] = []
     identical: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
     for order, name in enumerate(course.names()):
         given = contract(read_source(stubs / f"{name}.py") or "")
-        files, empty = _files(name, holders, given)
+        files, empty = _files(name, students, outsiders, given)
         identical += [((-len(f.holders), order, f.holders), {
             "exercise": name, "students": f.holders, "tokens": f.print.tokens})
             for f in files if len(f.holders) > 1 and f.students]
@@ -153,43 +161,81 @@ def compare(submissions: Mapping[str, Path], course: Course, *, corpus: Path | N
         shared, scores = pair_scores([f.print for f in files])
         where = cut(scores[np.ix_(mine, mine)][np.triu_indices(len(mine), 1)],
                     course.similarity)
-        flagged = 0
-        for i, j in np.argwhere(np.triu((shared >= MIN_SHARED) & (scores >= where.cut), 1)):
-            a, b = (files[i], files[j]) if files[i].students else (files[j], files[i])
-            if not a.students or not where.flags(scores[i, j]):
-                continue  # two outside solutions, or a pair that does not stand out
-            flagged += 1
-            first = (bool(b.students), -scores[i, j], order, a.holders[0], b.holders[0])
-            found.append((first, name, a, b, float(scores[i, j]), int(shared[i, j])))
-        result.exercises[name] = {"files": len(mine), "pairs": where.pairs,
-                                  "median": where.median, "mad": where.mad, "cut": where.cut,
-                                  "flagged": flagged, "no_code": empty}
+        # each outside file against the class's own scores with it
+        rules = {j: cut(scores[mine, j], course.similarity)
+                 for j, f in enumerate(files) if f.outside}
+        candidates = np.argwhere(np.triu((shared >= MIN_SHARED) & (scores >= course.similarity),
+                                         1))
+        # a student's file (sorted first) with an outside one, then two students' files
+        matches = [(i, j, rules[j]) for i, j in candidates
+                   if not files[i].outside and files[j].outside and rules[j].flags(scores[i, j])]
+        copied: dict[int, list[int]] = {}  # a student's file -> the outside files it copies
+        for i, j, _ in matches:
+            copied.setdefault(i, []).append(j)
+        explained = 0
+        for i, j in candidates:
+            if files[j].outside or not where.flags(scores[i, j]):
+                continue  # an outside file (above), or a pair that does not stand out
+            if _explained(i, j, copied, scores):
+                explained += 1
+                continue
+            matches.append((i, j, where))
+        for i, j, rule in matches:
+            a, b = files[i], files[j]
+            first = (not b.outside, -scores[i, j], order, a.holders[0], b.holders[0])
+            found.append((first, name, a, b, float(scores[i, j]), int(shared[i, j]),
+                          _rule(rule, outside=b.outside)))
+        flagged = Counter(j if files[j].outside else None for _, j, _ in matches)
+        result.exercises[name] = {"files": len(mine), **_rule(where), "flagged": flagged[None],
+                                  "no_code": empty}
+        if explained:
+            result.exercises[name]["explained"] = explained
+        if rules:
+            result.exercises[name]["outside"] = [
+                {**_rule(rule), "source": files[j].holders, "flagged": flagged[j]}
+                for j, rule in rules.items()]
     result.identical = [entry for _, entry in sorted(identical, key=lambda g: g[0])]
-    for number, (_, name, a, b, score, common) in enumerate(sorted(found, key=lambda f: f[0]),
-                                                           start=1):
+    for number, (_, name, a, b, score, common, rule) in enumerate(
+            sorted(found, key=lambda f: f[0]), start=1):
         page = f"similar/{number}.html"
         result.pairs.append({
             "students": [a.holders[0], b.holders[0]], "exercise": name, "score": score,
-            "page": page, "shared": common,
+            "page": page, "shared": common, "cut": rule["cut"],
             "shares": [round(common / max(a.print.tokens, 1), 3),
                        round(common / max(b.print.tokens, 1), 3)],
             "groups": [a.holders, b.holders]})
-        result.pages[page] = side_by_side(result.pairs[-1], a, b, result.exercises[name],
-                                          course.similarity)
+        result.pages[page] = side_by_side(result.pairs[-1], a, b, rule, course.similarity)
     return result
 
 
-def _files(name: str, holders: Mapping[str, Path], given: Contract) -> tuple[list[File], int]:
-    """The distinct texts of ``name``'s files with code of their own, and how many students
-    handed in none (the stub as given, or a file holding nothing beyond it)."""
+def _explained(i: int, j: int, copied: Mapping[int, list[int]], scores: np.ndarray) -> bool:
+    """Whether two students' files ``i`` and ``j`` are alike only as one of them copies an
+    outside file that the other is as close to: an honest file that writes heads as the key
+    does is as alike to a copy of the key; the copy is flagged with the key, not with it."""
+    return (any(scores[i, j] <= scores[i, k] for k in copied.get(j, ()))
+            or any(scores[i, j] <= scores[j, k] for k in copied.get(i, ())))
+
+
+def _rule(where: Cut, *, outside: bool | None = None) -> dict[str, Any]:
+    """A cut as summary.json keeps it (``outside``: also whether it is an outside file's)."""
+    rule = {"pairs": where.pairs, "median": where.median, "mad": where.mad, "cut": where.cut}
+    return rule if outside is None else {**rule, "outside": outside}
+
+
+def _files(name: str, students: Mapping[str, Path], outsiders: Mapping[str, Path],
+           given: Contract) -> tuple[list[File], int]:
+    """The distinct texts of ``name``'s files with code of their own, the students' first,
+    and how many students handed in none (the stub as given, or a file holding nothing beyond
+    it). A student's file and an outside one are two files, whatever their texts."""
     texts: dict[tuple[bool, str], list[str]] = {}  # students' and outside files apart
-    for who, folder in holders.items():
-        text = read_source(Path(folder) / f"{name}.py")
-        if text is not None:
-            texts.setdefault((outside(who), text), []).append(who)
+    for outside, holders in ((False, students), (True, outsiders)):
+        for who, folder in holders.items():
+            text = read_source(Path(folder) / f"{name}.py")
+            if text is not None:
+                texts.setdefault((outside, text), []).append(who)
     prints: dict[str, Fingerprint] = {}
     files, empty = [], 0
-    for (corpus, text), who in texts.items():
+    for (outside, text), who in texts.items():
         if text not in prints:
             try:
                 prints[text] = fingerprint(text, given)
@@ -197,10 +243,10 @@ def _files(name: str, holders: Mapping[str, Path], given: Contract) -> tuple[lis
                 continue
         mine = prints[text]
         if mine.tokens:
-            files.append(File(sorted(who), mine))
-        elif not corpus:
+            files.append(File(sorted(who), mine, outside))
+        elif not outside:
             empty += len(who)
-    files.sort(key=lambda f: (not f.students, f.holders))
+    files.sort(key=lambda f: (f.outside, f.holders))
     return files, empty
 
 
@@ -257,7 +303,7 @@ def marked(mine: Fingerprint, theirs: Fingerprint) -> str:
     return "".join(out + [escape(mine.text[at:])])
 
 
-def side_by_side(pair: dict[str, Any], left: File, right: File, exercise: dict[str, Any],
+def side_by_side(pair: dict[str, Any], left: File, right: File, rule: dict[str, Any],
                  floor: float) -> str:
     """One flagged pair: the two files next to each other, the statements they share marked."""
     name, score = pair["exercise"], pair["score"]
@@ -276,7 +322,7 @@ def side_by_side(pair: dict[str, Any], left: File, right: File, exercise: dict[s
         f"<style>{PAGE_STYLE}</style></head><body>",
         f"<h1>{escape(name)}.py: {escape(a)} and {escape(b)}</h1>",
         f"<p>Similarity {score}: {pair['shared']} tokens of their own code in common. "
-        f"{escape(_why(exercise, floor))}</p>",
+        f"{escape(_why(rule, floor))}</p>",
         '<p class="muted">Marked: the statements both files hold, names, comments, layout and '
         "order aside. Unmarked: each file's own, and what the exercise gives everyone (the "
         'stub\'s text, docstrings, signatures, imports). <a href="../index.html">Back to the '
@@ -284,123 +330,17 @@ def side_by_side(pair: dict[str, Any], left: File, right: File, exercise: dict[s
         '<div class="pair">', *columns, "</div></body></html>"]) + "\n"
 
 
-def _why(exercise: dict[str, Any], floor: float) -> str:
-    """The sentence that says where an exercise's cut came from."""
-    if exercise["pairs"] < MIN_PAIRS:
-        return (f"Flagged from {exercise['cut']} (the course's floor: too few files in this "
+def _why(rule: dict[str, Any], floor: float) -> str:
+    """The sentence that says where a pair's cut came from: the class's scores with each
+    other, or with the outside file of the pair."""
+    median = "the class's median" + (" score with this outside file" if rule.get("outside")
+                                      else "")
+    if rule["pairs"] < MIN_PAIRS:
+        return (f"Flagged from {rule['cut']} (the course's floor: too few files in this "
                 "exercise to compare with the class).")
-    if exercise["cut"] > floor:
-        return (f"Flagged from {exercise['cut']}: the class's median {exercise['median']} plus "
-                f"{SPREAD:g} times its median deviation {max(exercise['mad'], MIN_MAD)}, above "
-                f"the course's floor {floor}.")
-    return (f"Flagged from {exercise['cut']}: the course's floor, above the class's median "
-            f"{exercise['median']} plus {SPREAD:g} times its median deviation "
-            f"{max(exercise['mad'], MIN_MAD)}.")
-
-
-# -- in the class report ----------------------------------------------------------------------
-def _rule(similarity: dict[str, Any]) -> str:
-    return (f"Each exercise's files are compared statement by statement, names, comments, "
-            "layout and order aside, and what the exercise gives everyone (the stub's text, "
-            "docstrings, signatures, imports, the lines its docstrings quote) left out. A pair "
-            "is flagged when the larger share of either file's own code found in the other "
-            f"reaches the exercise's cut (the course's floor {similarity['threshold']}, or the "
-            f"class's median plus {similarity.get('spread', SPREAD):g} median deviations where "
-            f"higher) and the two share {similarity.get('min_shared', MIN_SHARED)} tokens or "
-            "more (about five lines). Outside solutions first.")
-
-
-def _group(students: list[str]) -> str:
-    return students[0] + (f" (+{len(students) - 1} with the same file)"
-                          if len(students) > 1 else "")
-
-
-def _identical_line(group: dict[str, Any]) -> str:
-    who = group["students"]
-    return (f"{len(who)} students: {group['exercise']}.py identical ({group['tokens']} tokens "
-            f"of their own): {', '.join(who)}")
-
-
-def _cut_rows(similarity: dict[str, Any]) -> list[list[Any]]:
-    """Each exercise with two students' files or more, or one with no code of its own: its
-    files, its class's scores, its cut."""
-    return [[name, e["files"], e["median"], e["mad"], e["cut"], e["flagged"], e["no_code"]]
-            for name, e in similarity.get("exercises", {}).items()
-            if e["files"] > 1 or e["no_code"]]
-
-
-CUT_HEADER = ["exercise", "distinct files", "median", "deviation", "cut", "flagged",
-              "no code of their own"]
-
-
-def _alike(similarity: dict[str, Any]) -> list[str]:
-    """The sentence naming the exercises where no pair can stand out, if any."""
-    names = [name for name, e in similarity.get("exercises", {}).items()
-             if e["pairs"] >= MIN_PAIRS and e["median"] >= e["cut"]]
-    if not names:
-        return []
-    return [f"In {', '.join(names)}, half the pairs of files or more are as alike as a flagged "
-            "pair would be: those files are one code (copied, or all the exercise allows), "
-            "and no pair stands out."]
-
-
-def markdown_lines(similarity: dict[str, Any]) -> list[str]:
-    """summary.md's section: the flagged pairs (outside solutions first), the identical files,
-    each exercise's cut."""
-    lines = ["", "## Similar submissions", "", _cell(_rule(similarity))]
-    pairs = similarity["pairs"]
-    if pairs:
-        lines += ["", "| students | exercise | score | in common | side by side |",
-                  "|---|---|---|---|---|"]
-        for p in pairs:
-            left, right = p.get("groups", [[s] for s in p["students"]])
-            row = [f"{_group(left)} and {_group(right)}", p["exercise"], p["score"],
-                   p.get("shared", ""), p.get("page", "")]
-            lines.append("| " + " | ".join(_cell(c) for c in row) + " |")
-    else:
-        lines += ["", "No pair of files stands out."]
-    if similarity.get("identical"):
-        lines += ["", "Identical files:", ""]
-        lines += [f"- {_cell(_identical_line(g))}" for g in similarity["identical"]]
-    rows = _cut_rows(similarity)
-    if rows:
-        lines += ["", "| " + " | ".join(CUT_HEADER) + " |",
-                  "|" + "---|" * len(CUT_HEADER)]
-        lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
-    return lines + [line for sentence in _alike(similarity) for line in ("", sentence)]
-
-
-def _cell(value: Any) -> str:
-    return inert.markdown(value)  # the students' names: text, never markup
-
-
-def html_section(similarity: dict[str, Any]) -> list[str]:
-    """index.html's section: each flagged pair linked to its side-by-side page, outside
-    solutions first; the identical files; each exercise's cut."""
-    out = ["<h2>Similar submissions</h2>", f'<p class="lead">{escape(_rule(similarity))}</p>']
-    pairs = similarity["pairs"]
-    if pairs:
-        out.append('<table><tr><th>students</th><th>exercise</th><th class="num">score</th>'
-                   '<th class="num">tokens in common</th><th></th></tr>')
-        for p in pairs:
-            left, right = p.get("groups", [[s] for s in p["students"]])
-            link = f'<a href="{escape(p["page"])}">side by side</a>' if "page" in p else ""
-            out.append(f'<tr><td class="who">{escape(_group(left))} and '
-                       f'{escape(_group(right))}</td><td>{escape(p["exercise"])}</td>'
-                       f'<td class="num">{p["score"]}</td>'
-                       f'<td class="num">{p.get("shared", "")}</td><td>{link}</td></tr>')
-        out.append("</table>")
-    else:
-        out.append('<p class="muted">No pair of files stands out.</p>')
-    if similarity.get("identical"):
-        out += ["<h3>Identical files</h3>", "<ul>"]
-        out += [f"<li>{escape(_identical_line(g))}</li>" for g in similarity["identical"]]
-        out.append("</ul>")
-    rows = _cut_rows(similarity)
-    if rows:
-        out += ["<h3>Each exercise's cut</h3>", "<table><tr>"
-                + "".join(f"<th>{h}</th>" for h in CUT_HEADER) + "</tr>"]
-        out += ["<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in row) + "</tr>"
-                for row in rows]
-        out.append("</table>")
-    return out + [f"<p>{escape(sentence)}</p>" for sentence in _alike(similarity)]
+    if rule["cut"] > floor:
+        return (f"Flagged from {rule['cut']}: {median} {rule['median']} plus {SPREAD:g} times "
+                f"its median deviation {max(rule['mad'], MIN_MAD)}, above the course's floor "
+                f"{floor}.")
+    return (f"Flagged from {rule['cut']}: the course's floor, above {median} {rule['median']} "
+            f"plus {SPREAD:g} times its median deviation {max(rule['mad'], MIN_MAD)}.")

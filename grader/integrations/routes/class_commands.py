@@ -110,7 +110,8 @@ def write_class(rows: list[StudentRecord], course: Course, args: argparse.Namesp
     if roster is None:
         exports.write_grades(rows, args.csv, course)
     folder = getattr(args, "dir", None) or args.submissions  # batch's DIR, merge's
-    similar = _similar(course, folder, args.similarity_corpus) if args.report else None
+    similar = (_similar(course, folder, args.similarity_corpus,
+                        no_key=getattr(args, "no_key", False)) if args.report else None)
     class_report.finish(rows, course, report_dir=args.report, roster=roster, csv_path=args.csv,
                         exports=args.export, assignment=args.assignment, similar=similar)
     graded = sum(row.status == "graded" for row in rows)
@@ -228,7 +229,8 @@ def add_report(sub: Any, common: argparse.ArgumentParser) -> None:
     report.add_argument("--submissions", metavar="DIR",
                         help="the batch's submission folders: flag similar pairs of files")
     report.add_argument("--similarity-corpus", metavar="DIR",
-                        help="compare every student with the outside solutions in DIR too")
+                        help="compare every student with the outside solutions in DIR too "
+                             "(without it: with the answer key in solutions/, where present)")
     report.add_argument("--csv", metavar="FILE",
                         help="read the CSV batch --csv wrote: adds any student it lists who has "
                              "no record in JSON_DIR. report writes no CSV")
@@ -236,20 +238,28 @@ def add_report(sub: Any, common: argparse.ArgumentParser) -> None:
     report.set_defaults(func=_report)
 
 
-def _similar(course: Course, root: str, corpus: str | None) -> Any:
-    """The similar pairs among the submission folders under ``root`` (and with ``corpus``)."""
+def _similar(course: Course, root: str, corpus: str | None, *, no_key: bool = False) -> Any:
+    """The similar pairs among the submission folders under ``root``, and with ``corpus``'s
+    outside solutions; without a corpus, with the answer key in ``solutions/`` where the kit
+    has it (and ``no_key``, batch's ``--no-key``, does not say to leave it alone)."""
+    from ...core.course import DEFAULT_KEY
     from ..outputs import inert, similarity
     from . import batch
 
     folders = {inert.name(p.name): p for p in batch.find_submissions(Path(root), warnings=None)
                if not p.is_symlink()}  # a link leads out of the class: nothing of it is read
-    return similarity.compare(folders, course, corpus=Path(corpus) if corpus else None)
+    key = None
+    if corpus is None and not no_key and all(
+            (DEFAULT_KEY / f"{name}.py").is_file() for name in course.names("core")):
+        key = DEFAULT_KEY
+    return similarity.compare(folders, course, corpus=Path(corpus) if corpus else None, key=key)
 
 
 def _similarity_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--similarity-corpus", metavar="DIR",
                         help="with --report: compare every student with the known outside "
-                             "solutions in DIR too (its folders of exercise files)")
+                             "solutions in DIR too (its folders of exercise files); without it, "
+                             "with the answer key in solutions/, where the kit has it")
 
 
 def _class_options(parser: argparse.ArgumentParser) -> None:

@@ -283,7 +283,7 @@ def test_per_head_mask_blocks_exactly(ctx, case, data):
 @EX.check(points=1, prop="d_model not divisible by n_head raises ValueError in __init__.")
 def test_rejects_indivisible_d_model(ctx):
     for d_model, n_head in ((6, 4), (5, 2)):
-        ctx.show(d_model=d_model, n_head=n_head)
+        ctx.show(d_model=d_model, n_head=n_head, bias=False)
         expect_value_error(lambda d=d_model, h=n_head: ctx.student.mha_build(d, h, False),
                            f"d_model={d_model}, n_head={n_head}")
 
@@ -291,11 +291,12 @@ def test_rejects_indivisible_d_model(ctx):
 @EX.check(points=1, prop="A query with no allowed key raises ValueError in forward.")
 def test_rejects_fully_masked_query(ctx):
     rng = np.random.default_rng(0)
-    state = {f"{n}.weight": rng.normal(size=(4, 4)) / 2 for n in PROJECTIONS}
-    x = rng.normal(size=(1, 2, 4))
+    # values in eighths (+ 0.0: no -0.0): the example shown is short enough to paste back
+    state = {f"{n}.weight": np.round(rng.normal(size=(4, 4)) * 4) / 8 + 0.0 for n in PROJECTIONS}
+    x = np.round(rng.normal(size=(1, 2, 4)) * 8) / 8 + 0.0
     mask = np.array([[False, True], [True, True]])
-    ctx.show(x=x, mask=mask)
     case = MHA(4, 2, False, state, x, mask)
+    ctx.show(case=case)
     expect_value_error(
         lambda: loaded(ctx.student.mha_forward(*case), case),
         "mask [[False, True], [True, True]] (query 1 sees nothing)",
