@@ -28,7 +28,7 @@ PYTHON_OK = $(shell $(PYTHON) -c 'import sys; print(sys.version_info >= (3, 11))
 CHECK_PYTHON = $(if $(filter True,$(PYTHON_OK)),,$(error attention-kit needs Python 3.11 or \
 newer, and $(PYTHON) is $(or $(PYTHON_VERSION),not found): run make PYTHON=python3.11 (or newer)))
 
-.PHONY: grade answer-key test test-slurm slurm-install bench stubs zoo demo-class docs nbgrader \
+.PHONY: grade answer-key test test-slurm slurm-install bench stubs names zoo demo-class docs nbgrader \
 	nbgrader-autograde handout gradescope gpu-check lint clean
 
 $(CORE): pyproject.toml requirements.lock
@@ -105,6 +105,11 @@ demo-class: $(CORE)
 ## stubs: regenerate exercises/ from solutions/
 stubs: $(CORE)
 	$(PY) -m grader stubs $(COURSE_FLAG)
+
+## names: rewrite grader/core/delegation_names.py (what a file may name of each module it may
+##        import) from the installed NumPy, torch and Python
+names: $(CORE)
+	$(PY) -m tools.delegation_names
 
 ## nbgrader: write the nbgrader course folder $(COURSE) (config + source/attention/attention.ipynb)
 nbgrader: $(DEV)

@@ -3,28 +3,47 @@
 Each exercise declares its ``Rule`` (``Exercise(..., rule=...)``). Every file of a submission,
 helper packages included, is read before any of it runs, and may use only:
 
-- the modules its rule allows (``Rule.imports``) and the submission's own (``own_modules``);
-- no name that starts with an underscore but a few harmless dunders (``DUNDERS``), the dunder
-  methods its classes define and the private names it binds itself (``_stable``,
-  ``self._cache``), never a library's internals (``INTERNAL``);
-- no builtin that looks up by a string or runs code (``getattr``, ``exec``: ``FORBIDDEN``),
-  no attribute through which an allowed module reaches Python's machinery, native code, files
-  or pickles (``torch.sys``, ``np.ctypeslib``, ``torch.load``: ``BLOCKED``);
-- a module only through its attributes: never changed (``np.sum = mine``), nor handed around
-  (``return torch``);
+- the modules its rule allows (``Rule.imports``, with their submodules of ``MODULES``) and the
+  submission's own (``own_modules``);
+- of each such module, the attributes its list names (``NAMES``, in
+  ``grader.core.delegation_names``, written from the installed libraries by
+  tools/delegation_names.py): a chain off the list is refused with its full dotted name
+  (``numpy.testing.runstring``), however the module was reached (``t = np.testing``);
+- of a value (``x.sum()``, ``self._cache``), any attribute but those of the families that
+  reach frames, code, raw memory or files (``FAMILIES``), the underscore names it does not
+  bind itself, and dunders beyond a few (``DUNDERS``; a class may define its own, not
+  ``HOOKS``), never a library's internals (``INTERNAL``);
+- no builtin that looks up by a string or runs code (``getattr``, ``exec``: ``FORBIDDEN``);
+- a module only at the head of a chain, under another name (``F = torch.nn.functional``) or
+  in ``hasattr``: never changed (``np.sum = mine``), nor handed around (``return torch``);
+  from the submission's own modules, what they define, never a module they import (the
+  reader reports each file's modules and what it takes, ``grader.core.view`` compares them);
 - none of the library calls the exercise is to write (``Rule.calls``), and none of the
   exercises it may not borrow (``Rule.siblings``).
 
 Code that does an exercise needs nothing else: the answer key, the bug zoo and the attention
 code of nanoGPT, minGPT, the Annotated Transformer and CS336 solutions keep to it
-(tests/test_delegation.py). The worker checks again at run time for what the source hides.
-A file that breaks the rule scores 0, and the report names what it used and the line.
+(tests/test_delegation.py, tests/test_delegation_names.py). The worker checks again at run
+time for what the source hides. A file that breaks the rule scores 0, and the report names
+what it used and the line.
+
+RestrictedPython (9.0) does this job for Zope: it rewrites a file so that every attribute,
+item and iteration goes through a guard the host supplies. Over the 176 honest files of the
+kit (the key, the 120 zoo entries, the five students of tests/similar/, the four public
+files), its ``compile_restricted`` refuses 49, 29 of them zoo entries, for a name or an
+attribute that starts with an underscore (``super().__init__()``, ``self._cache``,
+``_stable``, ``__len__``) or an annotated assignment; the other 127 it compiles rewritten,
+to run under guards the worker would supply on every attribute read. This rule refuses one
+(the zoo entry that does a NumPy exercise in torch, as it should) and none of the 497
+disguised copies of the key and the students (RestrictedPython: 126), and the worker runs
+each file as written: this rule is the one kept.
 
 The grading process never applies the rule to a student's text: the reader does
 (``grader.sandbox.reader``), under the exercise's limits. It is sent this module's source and
-those of the two that apply the rule: ``grader.core.delegation_scan`` (the scan of a file's
-syntax tree, each place that breaks the rule) and ``grader.core.delegation_verdicts`` (a
-file's verdict: what it uses and where, and the rule it breaks).
+those it is split into (``reader.SOURCES``): ``grader.core.delegation_names`` (the lists),
+``delegation_bindings`` (what a file's names are bound to), ``delegation_scan`` (each place
+that breaks the rule) and ``delegation_verdicts`` (a file's verdict, and what the reader
+sends of it).
 """
 
 from __future__ import annotations
@@ -66,11 +85,11 @@ FORBIDDEN = frozenset("""getattr setattr delattr vars globals locals open exec e
 # code objects (f_back, gi_frame, cr_code, tb_frame, co_consts: a frame's f_globals holds
 # __builtins__); raw memory (an array's ctypes, a bit generator's cffi and capsule, a tensor's
 # storage and data_ptr, as_strided, dlpack, frombuffer, shared memory); files and pickles
-# (tofile, from_file, dump); compiling (nn.Module.compile). No honest file of the kit's
+# (tofile, from_file, memmap, dump); compiling (nn.Module.compile). No honest file of the kit's
 # (tests/test_delegation.py) reads an attribute of these families.
 FAMILIES = re.compile(r"^(f|gi|cr|ag|tb|co)_|ctypes|cffi|capsule|storage|_strided|dlpack"
                       r"|from_?buffer|(^|_)ptr$|^share_memory|(^|_|to|from|open)file"
-                      r"|(^|_)dumps?$|pickle|^compile$")
+                      r"|mmap|(^|_)dumps?$|pickle|^compile$")
 # Library internals a file may not name even when it binds the name itself (``self._C = 1``
 # does not make ``torch._C`` the file's own).
 INTERNAL = frozenset("""_C _VF _ops _dynamo _refs _prims _decomp _functorch _library

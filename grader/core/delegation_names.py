@@ -38,7 +38,7 @@ NAMES: dict[str, frozenset[str]] = {
         isscalar issubdtype iterable ix_ kaiser kron lcm ldexp left_shift less less_equal lexsort
         linspace little_endian log log10 log1p log2 logaddexp logaddexp2 logical_and logical_not
         logical_or logical_xor logspace long longdouble longlong mask_indices matmul matrix
-        matrix_transpose matvec max maximum may_share_memory mean median memmap meshgrid mgrid min
+        matrix_transpose matvec max maximum may_share_memory mean median meshgrid mgrid min
         min_scalar_type minimum mintypecode mod modf moveaxis multiply nan nan_to_num nanargmax
         nanargmin nancumprod nancumsum nanmax nanmean nanmedian nanmin nanpercentile nanprod
         nanquantile nanstd nansum nanvar ndarray ndenumerate ndim ndindex nditer negative
