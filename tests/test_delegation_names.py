@@ -266,6 +266,12 @@ def test_a_module_taken_from_an_own_module_is_refused(tmp_path, taking, named):
     assert softmax.score == 0 and softmax.error == f"it uses {named}, and {OWN_WHY}"
 
 
+def test_an_own_modules_names_are_taken_by_name_never_all_at_once():
+    """``from .helper import *`` would take its modules unnamed, out of the view's sight."""
+    for star in ("from .helper import *", "from helper import *"):
+        assert violations(star + "\n", NUMPY_RULE, OWN) == [f"{star} (line 1)"]
+
+
 def test_what_an_own_module_defines_is_taken_freely(tmp_path):
     key = (SOLUTIONS / "softmax.py").read_text()
     softmax = grade(tmp_path, {"helper.py": HELPER, "softmax.py": (

@@ -121,6 +121,8 @@ class _Scan(Bindings, ast.NodeVisitor):
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         names = ", ".join(a.name for a in node.names)
         what = f"from {'.' * node.level}{node.module or ''} import {names}"
+        if "*" in names.split(", ") and (node.level or self.own_import(node, node.module)):
+            self.flag(node, what, self.rule.imports_why)  # an own module's names, unseen
         if node.level:  # from .helper import f, from . import helper
             tops = [node.module.split(".")[0]] if node.module else [a.name for a in node.names]
             for top in tops:
@@ -141,7 +143,7 @@ class _Scan(Bindings, ast.NodeVisitor):
                     self.flag(node, one, NAMES_WHY)
         if node.module and self.own_import(node, node.module):  # what it takes from its own
             for alias in node.names:
-                if f"{node.module}.{alias.name}" not in self.own:
+                if f"{node.module}.{alias.name}" not in self.own and alias.name != "*":
                     self.takes.append((node.module.split(".")[0], alias.name, node.lineno,
                                        f"from {'.' * node.level}{node.module} import "
                                        f"{alias.name}"))
