@@ -207,9 +207,15 @@ STYLES = {
 
         if __name__ == "__main__":
             torch.manual_seed(0)
-            x = torch.randn(3, dtype=torch.float64, requires_grad=True)
+            device = "cuda" if torch.cuda.is_available() else (
+                "mps" if torch.backends.mps.is_available() else "cpu")
+            x = torch.randn(3, dtype=torch.float64, requires_grad=True, device=device)
             torch.testing.assert_close(Square.apply(x), x ** 2)
             assert torch.autograd.gradcheck(Square.apply, (x,))
+            w = torch.nn.Parameter(torch.ones(3))
+            step = torch.optim.SGD([w], lr=0.1)
+            Square.apply(w).sum().backward()
+            step.step()
     ''',
     "functools, comprehensions, lambdas, dtypes, errors": '''
         import functools

@@ -17,8 +17,9 @@ public attributes (no leading underscore, no module: a submodule is reached as a
   evaluates annotations as code (``typing.get_type_hints``, ``ForwardRef``,
   ``functools.singledispatch``, whose ``register`` evaluates them) or copies attributes by
   name (``functools.wraps``, ``update_wrapper``; ``dataclasses.make_dataclass``);
-- what changes the process rather than an array (the libraries' settings: threads, default
-  dtype and device, print and error settings, autocast, anomaly mode), or reads the
+- what changes the process rather than an array (torch's settings: threads, default dtype
+  and device, determinism, autocast, anomaly mode; printing and NumPy's floating-point error
+  settings stay, they change only how a file's own numbers print and warn), or reads the
   install (``np.show_config``, ``np.get_include``, test runners).
 
 Rerun after a new NumPy, torch or Python; ``--check`` (``tests/test_delegation_names.py``)
@@ -54,6 +55,10 @@ PURPOSE = {
     "torch.special": "special functions (expit, logsumexp, softmax)",
     "torch.autograd": "gradients: Function, grad, backward and the gradient modes",
     "torch.testing": "the assertions a file's own checks use",
+    "torch.optim": "the optimizers, for a file that trains its own model in a main block",
+    "torch.cuda": "what a file asks of the GPU (is_available, the device, its seed)",
+    "torch.backends": "only as the way to torch.backends.mps",
+    "torch.backends.mps": "whether the Apple GPU is there",
     "math": "every function and constant",
     "itertools": "every iterator",
     "functools": "partial, reduce, caches, total_ordering, cmp_to_key",
@@ -91,15 +96,14 @@ def defined_in(value: object) -> str:
 # -- the rules, one per module -------------------------------------------------------------------
 def numpy_rule(name: str, value: object) -> bool:
     """Arrays: every ufunc and array function, dtype and array type, constant and index
-    helper (``s_``, ``r_``), less files (npyio), the install's introspection, the settings
-    (``seterr``, ``set_printoptions``: ``errstate`` and ``printoptions`` scope them) and
-    ``bmat`` (names looked up in its caller's frame)."""
+    helper (``s_``, ``r_``), and the error and print settings, less files (npyio), the
+    install's introspection and ``bmat`` (names looked up in its caller's frame)."""
     import numpy as np
 
     where = defined_in(value)
     if any(part in where for part in ("_npyio_impl", "_utils_impl", "__config__")):
         return False
-    if name in ("bmat", "seterr", "seterrcall", "setbufsize", "set_printoptions"):
+    if name == "bmat":
         return False
     if isinstance(value, (np.ufunc, type, np.generic, float, int, bool, type(None))):
         return not (isinstance(value, type) and value.__name__ == "PytestTester")
@@ -126,7 +130,8 @@ def numpy_testing_rule(name: str, value: object) -> bool:
 def torch_rule(name: str, value: object) -> bool:
     """Tensors: every tensor operation (``torch._C._VariableFunctions``, and those written in
     Python: ``torch.functional``, linear algebra, random numbers), every dtype, layout and
-    constant, the tensor and its types, the gradient modes and a few questions about them."""
+    constant, the tensor and its types, the gradient modes and a few questions about them,
+    and the print settings."""
     import torch
 
     if name in dir(torch._C._VariableFunctions):
@@ -145,7 +150,7 @@ def torch_rule(name: str, value: object) -> bool:
     return name in ("Tensor", "Size", "device", "dtype", "finfo", "iinfo", "layout",
                     "memory_format", "Generator", "is_tensor", "typename",
                     "get_default_dtype", "get_default_device", "is_grad_enabled",
-                    "is_inference_mode_enabled")
+                    "is_inference_mode_enabled", "set_printoptions")
 
 
 def torch_nn_rule(name: str, value: object) -> bool:
@@ -178,6 +183,20 @@ def torch_testing_rule(name: str, value: object) -> bool:
     return isinstance(value, types.FunctionType)
 
 
+def torch_optim_rule(name: str, value: object) -> bool:
+    """Every optimizer class."""
+    return isinstance(value, type)
+
+
+def torch_device_rule(*questions: str) -> Callable[..., bool]:
+    def rule(name: str, value: object) -> bool:
+        return name in questions
+    rule.__doc__ = (f"Only {', '.join(questions)}: not the allocator, streams by pointer, "
+                    "the runtime's bindings or code compiled from strings." if questions else
+                    "Nothing of its own: only its submodules of MODULES.")
+    return rule
+
+
 def everything(name: str, value: object) -> bool:
     """Every public name."""
     return True
@@ -206,6 +225,13 @@ RULES: dict[str, Callable[[str, object], bool]] = {
     "torch.special": torch_function_rule("torch"),
     "torch.autograd": torch_autograd_rule,
     "torch.testing": torch_testing_rule,
+    "torch.optim": torch_optim_rule,
+    "torch.cuda": torch_device_rule("is_available", "device_count", "current_device",
+                                    "get_device_name", "get_device_capability",
+                                    "is_bf16_supported", "manual_seed", "manual_seed_all",
+                                    "synchronize"),
+    "torch.backends": torch_device_rule(),
+    "torch.backends.mps": torch_device_rule("is_available", "is_built"),
     "math": everything,
     "itertools": everything,
     # copies attributes named by strings; evaluates annotations (register) as code
@@ -277,8 +303,12 @@ def render() -> str:
     ]
     for module_name in PURPOSE:
         out.append(f"    # {module_name}: {PURPOSE[module_name]}")
+        listed = names(module_name)
+        if not listed:
+            out.append(f'    "{module_name}": frozenset(),')
+            continue
         out.append(f'    "{module_name}": frozenset("""')
-        out += wrapped(names(module_name), "        ")
+        out += wrapped(listed, "        ")
         out.append('    """.split()),')
     out += ["}", "MODULES = frozenset(NAMES)", ""]
     return "\n".join(out)

@@ -48,14 +48,15 @@ NAMES: dict[str, frozenset[str]] = {
         prod promote_types ptp put put_along_axis putmask quantile r_ rad2deg radians ravel
         ravel_multi_index real real_if_close recarray reciprocal record remainder repeat require
         reshape resize result_type right_shift rint roll rollaxis roots rot90 round row_stack s_
-        searchsorted select setdiff1d setxor1d shape shares_memory short sign signbit signedinteger
-        sin sinc single sinh size sort sort_complex spacing split sqrt square squeeze stack std
-        str_ subtract sum swapaxes take take_along_axis tan tanh tensordot tile timedelta64 trace
-        transpose trapezoid tri tril tril_indices tril_indices_from trim_zeros triu triu_indices
-        triu_indices_from true_divide trunc typename ubyte ufunc uint uint16 uint32 uint64 uint8
-        uintc uintp ulong ulonglong union1d unique unique_all unique_counts unique_inverse
-        unique_values unpackbits unravel_index unsignedinteger unstack unwrap ushort vander var
-        vdot vecdot vecmat vectorize void vsplit vstack where zeros zeros_like
+        searchsorted select set_printoptions setbufsize setdiff1d seterr seterrcall setxor1d shape
+        shares_memory short sign signbit signedinteger sin sinc single sinh size sort sort_complex
+        spacing split sqrt square squeeze stack std str_ subtract sum swapaxes take take_along_axis
+        tan tanh tensordot tile timedelta64 trace transpose trapezoid tri tril tril_indices
+        tril_indices_from trim_zeros triu triu_indices triu_indices_from true_divide trunc typename
+        ubyte ufunc uint uint16 uint32 uint64 uint8 uintc uintp ulong ulonglong union1d unique
+        unique_all unique_counts unique_inverse unique_values unpackbits unravel_index
+        unsignedinteger unstack unwrap ushort vander var vdot vecdot vecmat vectorize void vsplit
+        vstack where zeros zeros_like
     """.split()),
     # numpy.linalg: linear algebra
     "numpy.linalg": frozenset("""
@@ -170,21 +171,21 @@ NAMES: dict[str, frozenset[str]] = {
         rnn_relu_cell rnn_tanh rnn_tanh_cell roll rot90 round round_ row_indices_copy row_stack
         rrelu rrelu_ rsqrt rsqrt_ rsub saddmm scalar_tensor scatter scatter_add scatter_reduce
         searchsorted seed segment_reduce select select_copy select_scatter selu selu_
-        set_grad_enabled set_rng_state sgn short sigmoid sigmoid_ sign signbit sin sin_ sinc sinc_
-        sinh sinh_ slice_copy slice_inverse slice_scatter slogdet smm softmax solve sort sparse_bsc
-        sparse_bsc_tensor sparse_bsr sparse_bsr_tensor sparse_compressed_tensor sparse_coo
-        sparse_coo_tensor sparse_csc sparse_csc_tensor sparse_csr sparse_csr_tensor split
-        split_copy split_with_sizes split_with_sizes_copy spmm sqrt sqrt_ square square_ squeeze
-        squeeze_copy sspaddmm stack std std_mean stft strided sub subtract sum svd svd_lowrank
-        swapaxes swapdims sym_constrain_range sym_constrain_range_for_size symeig t t_copy take
-        take_along_dim tan tan_ tanh tanh_ tensor tensor_split tensordot threshold threshold_ tile
-        topk trace transpose transpose_copy trapezoid trapz triangular_solve tril tril_indices
-        triplet_margin_loss triu triu_indices true_divide trunc trunc_ typename uint1 uint16 uint2
-        uint3 uint32 uint4 uint5 uint6 uint64 uint7 uint8 unbind unbind_copy unflatten unfold_copy
-        unique unique_consecutive unravel_index unsafe_chunk unsafe_split unsafe_split_with_sizes
-        unsqueeze unsqueeze_copy values_copy vander var var_mean vdot view_as_complex
-        view_as_complex_copy view_as_real view_as_real_copy view_copy vsplit vstack where xlogy
-        xlogy_ zero_ zeros zeros_like
+        set_grad_enabled set_printoptions set_rng_state sgn short sigmoid sigmoid_ sign signbit sin
+        sin_ sinc sinc_ sinh sinh_ slice_copy slice_inverse slice_scatter slogdet smm softmax solve
+        sort sparse_bsc sparse_bsc_tensor sparse_bsr sparse_bsr_tensor sparse_compressed_tensor
+        sparse_coo sparse_coo_tensor sparse_csc sparse_csc_tensor sparse_csr sparse_csr_tensor
+        split split_copy split_with_sizes split_with_sizes_copy spmm sqrt sqrt_ square square_
+        squeeze squeeze_copy sspaddmm stack std std_mean stft strided sub subtract sum svd
+        svd_lowrank swapaxes swapdims sym_constrain_range sym_constrain_range_for_size symeig t
+        t_copy take take_along_dim tan tan_ tanh tanh_ tensor tensor_split tensordot threshold
+        threshold_ tile topk trace transpose transpose_copy trapezoid trapz triangular_solve tril
+        tril_indices triplet_margin_loss triu triu_indices true_divide trunc trunc_ typename uint1
+        uint16 uint2 uint3 uint32 uint4 uint5 uint6 uint64 uint7 uint8 unbind unbind_copy unflatten
+        unfold_copy unique unique_consecutive unravel_index unsafe_chunk unsafe_split
+        unsafe_split_with_sizes unsqueeze unsqueeze_copy values_copy vander var var_mean vdot
+        view_as_complex view_as_complex_copy view_as_real view_as_real_copy view_copy vsplit vstack
+        where xlogy xlogy_ zero_ zeros zeros_like
     """.split()),
     # torch.nn: layers and their containers, parameters and buffers
     "torch.nn": frozenset("""
@@ -275,6 +276,22 @@ NAMES: dict[str, frozenset[str]] = {
     # torch.testing: the assertions a file's own checks use
     "torch.testing": frozenset("""
         assert_allclose assert_close make_tensor
+    """.split()),
+    # torch.optim: the optimizers, for a file that trains its own model in a main block
+    "torch.optim": frozenset("""
+        ASGD Adadelta Adafactor Adagrad Adam AdamW Adamax LBFGS Muon NAdam Optimizer RAdam RMSprop
+        Rprop SGD SparseAdam
+    """.split()),
+    # torch.cuda: what a file asks of the GPU (is_available, the device, its seed)
+    "torch.cuda": frozenset("""
+        current_device device_count get_device_capability get_device_name is_available
+        is_bf16_supported manual_seed manual_seed_all synchronize
+    """.split()),
+    # torch.backends: only as the way to torch.backends.mps
+    "torch.backends": frozenset(),
+    # torch.backends.mps: whether the Apple GPU is there
+    "torch.backends.mps": frozenset("""
+        is_available is_built
     """.split()),
     # math: every function and constant
     "math": frozenset("""

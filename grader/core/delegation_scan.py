@@ -235,7 +235,7 @@ class _Scan(Bindings, ast.NodeVisitor):
             if ahead and not any(p.startswith(OWN) for p in ahead):
                 self.links[id(link)] = True
             paths = ahead
-        if paths and id(outer) not in self.handles:
+        if paths and isinstance(outer.ctx, ast.Load) and id(outer) not in self.handles:
             self.flag(outer, self.unparsed(outer), HANDLE)
 
     def visit_Subscript(self, node: ast.Subscript) -> None:
