@@ -30,7 +30,7 @@ PYTHON_OK = $(shell $(PYTHON) -c 'import sys; print(sys.version_info >= (3, 11))
 CHECK_PYTHON = $(if $(filter True,$(PYTHON_OK)),,$(error attention-kit needs Python 3.11 or \
 newer, and $(PYTHON) is $(or $(PYTHON_VERSION),not found): run make PYTHON=python3.11 (or newer)))
 
-.PHONY: grade answer-key test test-slurm slurm-install bench stubs zoo demo-class docs nbgrader \
+.PHONY: grade answer-key test test-slurm slurm-install bench stubs names zoo demo-class docs nbgrader \
 	nbgrader-autograde handout handout-check gradescope gpu-check lint clean regenerate
 
 # The install says what it does, one line a step. What pip prints (warnings it recovered from,
@@ -123,6 +123,11 @@ demo-class: $(CORE)
 ##        NAME.py.orig
 stubs: $(CORE)
 	$(VENV)/bin/grader $(strip stubs $(COURSE_FLAG) $(if $(FORCE),--force))
+
+## names: rewrite grader/core/delegation_names.py (what a file may name of each module it may
+##        import) from the installed NumPy, torch and Python
+names: $(CORE)
+	$(PY) -m tools.delegation_names
 
 ## regenerate: write again every file derived from the key, the exercise modules, the zoo
 ##        and course.toml: the stubs, the docs' counts, tables, lists and report examples, and

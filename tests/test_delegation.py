@@ -422,17 +422,19 @@ ATTACKS = [
     (NUMPY_RULE, "eval('1')", "eval (line 1)"),
     (NUMPY_RULE, "compile('1', 'f', 'eval')", "compile (line 1)"),
     (NUMPY_RULE, "m = __import__('torch')", "__import__ (line 1)"),
-    (NUMPY_RULE, "import typing\nh = typing.get_type_hints", ".get_type_hints (line 2)"),
-    (NUMPY_RULE, "import functools\nw = functools.wraps", ".wraps (line 2)"),
+    (NUMPY_RULE, "import typing\nh = typing.get_type_hints",
+     "typing.get_type_hints (line 2)"),
+    (NUMPY_RULE, "import functools\nw = functools.wraps", "functools.wraps (line 2)"),
     # underscores, dunders, frames
     (NUMPY_RULE, "x = 1\nx.__class__.__subclasses__()", ".__subclasses__ (line 2)"),
     (NUMPY_RULE, "def f():\n    pass\ng = f.__globals__", ".__globals__ (line 3)"),
     (NUMPY_RULE, "b = __builtins__", "__builtins__ (line 1)"),
     (NUMPY_RULE, "x = 1\nm = type(x).__mro__", ".__mro__ (line 2)"),
-    (NUMPY_RULE, "import numpy as np\nd = np.random.__dict__", ".__dict__ (line 2)"),
+    (NUMPY_RULE, "import numpy as np\nd = np.random.__dict__",
+     "numpy.random.__dict__ (line 2)"),
     (NUMPY_RULE, "x = 1\nhasattr(x, '__dict__')", "'__dict__' (line 2)"),
     (NUMPY_RULE, "g = (i for i in ())\nf = g.gi_frame", ".gi_frame (line 2)"),
-    (ATTENTION_RULE, "import torch\nc = torch._C", "._C (line 2)"),
+    (ATTENTION_RULE, "import torch\nc = torch._C", "torch._C (line 2)"),
     (ATTENTION_RULE, "from torch import _C", "from torch import _C (line 1)"),
     (ATTENTION_RULE, "import torch\nclass T(torch.Tensor):\n    def __torch_function__(self):"
                      "\n        pass", "def __torch_function__ (line 3)"),
@@ -440,28 +442,31 @@ ATTACKS = [
     (NUMPY_RULE, "class Raw:\n    __array_interface__ = {'data': (0, False)}",
      "__array_interface__ (line 2)"),
     (NUMPY_RULE, "import numpy as np\nv = np.lib.stride_tricks.as_strided",
-     ".as_strided (line 2)"),
+     "numpy.lib.stride_tricks.as_strided (line 2)"),
     # escape hatches of the allowed modules
-    (NUMPY_RULE, "import numpy as np\nc = np.ctypeslib", ".ctypeslib (line 2)"),
+    (NUMPY_RULE, "import numpy as np\nc = np.ctypeslib", "numpy.ctypeslib (line 2)"),
     (NUMPY_RULE, "import numpy.ctypeslib", "import numpy.ctypeslib (line 1)"),
     (NUMPY_RULE, "from numpy import ctypeslib", "from numpy import ctypeslib (line 1)"),
     (NUMPY_RULE, "import numpy as np\np = np.zeros(1).ctypes.data", ".ctypes (line 2)"),
-    (NUMPY_RULE, "import numpy as np\nx = np.load('x.npy', allow_pickle=True)", ".load (line 2)"),
+    (NUMPY_RULE, "import numpy as np\nx = np.load('x.npy', allow_pickle=True)",
+     "numpy.load (line 2)"),
     # the red team's file reader: any file the worker sees, read into its own feedback
     (NUMPY_RULE, "import numpy as np\nimport numpy.ma.mrecords\n"
                  "t = np.ma.mrecords.openfile('/proc/self/cgroup').read()",
      "import numpy.ma.mrecords (line 2)"),
     (NUMPY_RULE, "import numpy as np\nt = np.ma.mrecords.openfile('/etc/hostname')",
-     ".mrecords (line 2)"),
+     "numpy.ma.mrecords.openfile (line 2)"),
     (NUMPY_RULE, "from numpy.ma.mrecords import fromtextfile", "from numpy.ma.mrecords import "
      "fromtextfile (line 1)"),
-    (NUMPY_RULE, "import numpy as np\nd = np.testing.tempdir()", ".tempdir (line 2)"),
-    (NUMPY_RULE, "import dataclasses\nm = dataclasses.sys.modules", ".sys (line 2)"),
+    (NUMPY_RULE, "import numpy as np\nd = np.testing.tempdir()",
+     "numpy.testing.tempdir (line 2)"),
+    (NUMPY_RULE, "import dataclasses\nm = dataclasses.sys.modules",
+     "dataclasses.sys.modules (line 2)"),
     (ATTENTION_RULE, "import torch\nlib = torch.library.Library('aten', 'IMPL')",
-     ".library (line 2)"),
-    (ATTENTION_RULE, "import torch\nop = torch.ops.aten", ".ops (line 2)"),
-    (ATTENTION_RULE, "import torch\nos = torch.os", ".os (line 2)"),
-    (ATTENTION_RULE, "import torch\nt = torch.load('weights.pt')", ".load (line 2)"),
+     "torch.library.Library (line 2)"),
+    (ATTENTION_RULE, "import torch\nop = torch.ops.aten", "torch.ops.aten (line 2)"),
+    (ATTENTION_RULE, "import torch\nos = torch.os", "torch.os (line 2)"),
+    (ATTENTION_RULE, "import torch\nt = torch.load('weights.pt')", "torch.load (line 2)"),
     # changing another module
     (NUMPY_RULE, "import numpy as np\nbar = 1\nnp.foo = bar", "np.foo = ... (line 3)"),
     (ATTENTION_RULE, "import torch.nn.functional as F\ndef mine(x):\n    return x\n"
@@ -513,7 +518,8 @@ def test_a_private_name_the_file_binds_never_whitelists_a_library_internal():
         with torch._C.DisableTorchFunction():
             pass
     ''')
-    assert violations(source, ATTENTION_RULE) == ["._C (line 5)", "._C (line 7)"]
+    assert violations(source, ATTENTION_RULE) == [
+        "._C (line 5)", "torch._C.DisableTorchFunction (line 7)"]
 
 
 def test_a_numpy_file_that_imports_torch_gets_the_message_the_readme_quotes():

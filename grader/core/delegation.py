@@ -3,32 +3,52 @@
 Each exercise declares its ``Rule`` (``Exercise(..., rule=...)``). Every file of a submission,
 helper packages included, is read before any of it runs, and may use only:
 
-- the modules its rule allows (``Rule.imports``) and the submission's own (``own_modules``);
-- no name that starts with an underscore but a few harmless dunders (``DUNDERS``), the dunder
-  methods its classes define and the private names it binds itself (``_stable``,
-  ``self._cache``), never a library's internals (``INTERNAL``);
-- no builtin that looks up by a string or runs code (``getattr``, ``exec``: ``FORBIDDEN``),
-  no attribute through which an allowed module reaches Python's machinery, native code, files
-  or pickles (``torch.sys``, ``np.ctypeslib``, ``torch.load``: ``BLOCKED``);
-- a module only through its attributes: never changed (``np.sum = mine``), nor handed around
-  (``return torch``);
+- the modules its rule allows (``Rule.imports``, with their submodules of ``MODULES``) and the
+  submission's own (``own_modules``);
+- of each such module, the attributes its list names (``NAMES``, in
+  ``grader.core.delegation_names``, written from the installed libraries by
+  tools/delegation_names.py): a chain off the list is refused with its full dotted name
+  (``numpy.testing.runstring``), however the module was reached (``t = np.testing``);
+- of a value (``x.sum()``, ``self._cache``), any attribute but those of the families that
+  reach frames, code, raw memory or files (``FAMILIES``), the underscore names it does not
+  bind itself, and dunders beyond a few (``DUNDERS``; a class may define its own, not
+  ``HOOKS``), never a library's internals (``INTERNAL``);
+- no builtin that looks up by a string or runs code (``getattr``, ``exec``: ``FORBIDDEN``);
+- a module only at the head of a chain, under another name (``F = torch.nn.functional``) or
+  in ``hasattr``: never changed (``np.sum = mine``), nor handed around (``return torch``);
+  from the submission's own modules, what they define, never a module they import (the
+  reader reports each file's modules and what it takes, ``grader.core.view`` compares them);
 - none of the library calls the exercise is to write (``Rule.calls``), and none of the
   exercises it may not borrow (``Rule.siblings``).
 
 Code that does an exercise needs nothing else: the answer key, the bug zoo and the attention
 code of nanoGPT, minGPT, the Annotated Transformer and CS336 solutions keep to it
-(tests/test_delegation.py). The worker checks again at run time for what the source hides.
-A file that breaks the rule scores 0, and the report names what it used and the line.
+(tests/test_delegation.py, tests/test_delegation_names.py). The worker checks again at run
+time for what the source hides. A file that breaks the rule scores 0, and the report names
+what it used and the line.
+
+RestrictedPython (9.0) does this job for Zope: it rewrites a file so that every attribute,
+item and iteration goes through a guard the host supplies. Over the 176 honest files of the
+kit (the key, the 120 zoo entries, the five students of tests/similar/, the four public
+files), its ``compile_restricted`` refuses 49, 29 of them zoo entries, for a name or an
+attribute that starts with an underscore (``super().__init__()``, ``self._cache``,
+``_stable``, ``__len__``) or an annotated assignment; the other 127 it compiles rewritten,
+to run under guards the worker would supply on every attribute read. This rule refuses one
+(the zoo entry that does a NumPy exercise in torch, as it should) and none of the 497
+disguised copies of the key and the students (RestrictedPython: 126), and the worker runs
+each file as written: this rule is the one kept.
 
 The grading process never applies the rule to a student's text: the reader does
 (``grader.sandbox.reader``), under the exercise's limits. It is sent this module's source and
-those of the two that apply the rule: ``grader.core.delegation_scan`` (the scan of a file's
-syntax tree, each place that breaks the rule) and ``grader.core.delegation_verdicts`` (a
-file's verdict: what it uses and where, and the rule it breaks).
+those it is split into (``reader.SOURCES``): ``grader.core.delegation_names`` (the lists),
+``delegation_bindings`` (what a file's names are bound to), ``delegation_scan`` (each place
+that breaks the rule) and ``delegation_verdicts`` (a file's verdict, and what the reader
+sends of it).
 """
 
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import dataclass
 
@@ -39,10 +59,11 @@ ATTENTION_CALLS = tuple("""scaled_dot_product_attention multi_head_attention_for
     MultiheadAttention _native_multi_head_attention flex_attention varlen_attn varlen_attn_out
     Transformer TransformerEncoder TransformerDecoder TransformerEncoderLayer
     TransformerDecoderLayer""".split())
-# Each with its submodules (``numpy.linalg``, ``collections.abc``). Beyond the issue's list:
-# numbers (the key's input checks), collections, copy (the Annotated Transformer's clones),
-# abc and warnings, pure-Python helpers that run nothing by name. enum stays out: Python 3.12
-# exposes builtins as ``enum.bltns``.
+# Each with the submodules of ``MODULES`` (``numpy.linalg``, ``collections.abc``), and of each
+# only the attributes ``NAMES`` lists (grader/core/delegation_names.py, written by
+# tools/delegation_names.py). Beyond the issue's list: numbers (the key's input checks),
+# collections, copy (the Annotated Transformer's clones), abc and warnings, pure-Python helpers
+# that run nothing by name. enum stays out: Python 3.12 exposes builtins as ``enum.bltns``.
 NUMPY_IMPORTS = ("numpy", "math", "typing", "dataclasses", "functools", "itertools",
                  "__future__", "numbers", "collections", "copy", "abc", "warnings")
 TORCH_IMPORTS = NUMPY_IMPORTS + ("torch",)  # torch.nn, torch.nn.functional and the rest
@@ -58,37 +79,17 @@ INSTALLED = frozenset(sys.stdlib_module_names) | frozenset(sys.builtin_module_na
 # nanoGPT and torch itself write), since the builtin would only read the worker's stdin.
 FORBIDDEN = frozenset("""getattr setattr delattr vars globals locals open exec eval compile
     __import__ breakpoint input help memoryview""".split())
-# Attributes (and imported names) that honest attention code never needs, each an escape:
-BLOCKED = frozenset(" ".join((
-    # Python's machinery, re-exported by allowed modules (torch.sys, typing.sys, enum.bltns,
-    # dataclasses.inspect, torch.nn.functional.importlib, ...)
-    "sys os builtins bltns inspect importlib ctypes gc operator io tracemalloc types mp",
-    "subprocess threading multiprocessing concurrent weakref copyreg pickle pickletools",
-    "marshal runpy shutil pathlib glob tempfile socket signal platform traceback linecache",
-    "logging dis gzip tarfile zipfile",
-    # frames and code objects (a generator's gi_frame.f_globals holds __builtins__)
-    "gi_frame gi_code cr_frame cr_code ag_frame ag_code f_back f_globals f_locals f_builtins",
-    "f_code tb_frame tb_next co_code co_consts",
-    # native code: ctypes through NumPy, C++, CUDA and Metal extensions, shared libraries
-    "ctypeslib from_address from_buffer load_library cpp_extension load_inline jiterator",
-    "CUDAPluggableAllocator XPUPluggableAllocator change_current_allocator compile_shader",
-    "load_metallib f2py distutils extbuild as_strided",  # NumPy's as_strided checks no bounds
-    # files and pickles (a pickle runs any callable it names)
-    "load loads save savez savez_compressed savetxt loadtxt genfromtxt fromfile tofile",
-    "from_file fromregex memmap open_memmap read_array write_array DataSource npyio dump",
-    "mrecords openfile fromtextfile tempdir temppath",  # np.ma.mrecords.openfile(path).read()
-    "dumps serialization PyTorchFileReader PyTorchFileWriter GdsFile tunable load_nvprof",
-    # torch's operator registry and dispatch, code generation and loading, remote code
-    "library ops classes overrides jit fx compile compiler export package hub utils onnx",
-    "distributed TorchDispatchMode TorchFunctionMode DispatchKey DispatchKeySet",
-    "ExcludeDispatchKeyGuard python_native import_ir_module import_ir_module_from_buffer",
-    "set_default_tensor_type",
-    # lookups by a string: eval of annotations, attributes copied by name, classes by name
-    "get_type_hints ForwardRef evaluate_forward_ref get_annotations update_wrapper wraps",
-    "make_dataclass",
-    # the forbidden builtins where a module offers them as attributes
-    "getattr setattr delattr vars globals locals exec breakpoint open",
-)).split())
+# Attribute names that reach what array code never needs, by family: refused on any object (a
+# value's attributes, ``x.sum()``, ``self.w``, are judged by these and the underscore rules
+# alone) and kept off every module's list (tools/delegation_names.py). Frames, generators and
+# code objects (f_back, gi_frame, cr_code, tb_frame, co_consts: a frame's f_globals holds
+# __builtins__); raw memory (an array's ctypes, a bit generator's cffi and capsule, a tensor's
+# storage and data_ptr, as_strided, dlpack, frombuffer, shared memory); files and pickles
+# (tofile, from_file, memmap, dump); compiling (nn.Module.compile). No honest file of the kit's
+# (tests/test_delegation.py) reads an attribute of these families.
+FAMILIES = re.compile(r"^(f|gi|cr|ag|tb|co)_|ctypes|cffi|capsule|storage|_strided|dlpack"
+                      r"|from_?buffer|(^|_)ptr$|^share_memory|(^|_|to|from|open)file"
+                      r"|mmap|(^|_)dumps?$|pickle|^compile$")
 # Library internals a file may not name even when it binds the name itself (``self._C = 1``
 # does not make ``torch._C`` the file's own).
 INTERNAL = frozenset("""_C _VF _ops _dynamo _refs _prims _decomp _functorch _library
@@ -106,10 +107,18 @@ HOOKS = frozenset("""__torch_function__ __torch_dispatch__ __array_function__ __
     __array_interface__ __array_struct__ __cuda_array_interface__ __dlpack__""".split())
 INTERNALS = ("an exercise's file may not reach into Python's or the libraries' internals "
              "(names that start with an underscore, getattr, setattr, vars, globals, open, "
-             "exec, eval, compile, __import__, sys, os, gc, operator, ctypes, frames, pickles)")
+             "exec, eval, compile, __import__, frames, code objects, raw memory, files, "
+             "pickles)")
+NAMES_WHY = ("an exercise's file may use of each module it imports only what array code "
+             "needs (its array and tensor operations, dtypes, layers and pure helpers, as "
+             "grader/core/delegation_names.py lists them), nothing that reaches files, memory, "
+             "code or the process")
+OWN_WHY = ("an exercise's file may take from the submission's own modules what they define, "
+           "not a module they import")
 PATCH = "an exercise's file may not change another module's attributes"
 HANDLE = ("an exercise's file may use a module it imports only through its attributes "
-          "(np.exp, torch.nn), not hand the module itself around")
+          "(np.exp, torch.nn) or under another name (F = torch.nn.functional), not hand the "
+          "module itself around")
 
 
 @dataclass(frozen=True)

@@ -3,10 +3,11 @@
 applies; ``grader.core.delegation_verdicts`` words what it finds.
 
 The scan costs time and memory in proportion to the file, however it is written: names bound
-to a library through others are found with a worklist (``_Scan.spread``), each assignment
-taken up once, not in a pass over the file per name; an attribute chain, a sum of strings and
-a place's text are each worked out once, not once per link (tests/test_reader.py). Like the
-rule, it imports only the standard library (and the rule): the reader is sent its source.
+to a library through others are found with worklists (``Bindings.spread``, ``rename``), each
+assignment taken up again only when a name it reads gains a meaning, not in a pass over the
+file per name; an attribute chain, a sum of strings and a place's text are each worked out
+once, not once per link (tests/test_reader.py). Like the rule, it imports only the standard
+library (and the rule's modules): the reader is sent its source.
 """
 
 from __future__ import annotations
@@ -16,20 +17,23 @@ import re
 from dataclasses import dataclass, field
 
 from .delegation import (
-    BLOCKED,
     DUNDERS,
+    FAMILIES,
     FORBIDDEN,
     HANDLE,
     HOOKS,
-    INSTALLED,
     INTERNAL,
     INTERNAL_PREFIXES,
     INTERNALS,
+    NAMES_WHY,
     PATCH,
     Rule,
 )
+from .delegation_bindings import HOLDERS, OWN, Bindings, _holds_library, _root, chain_of
+from .delegation_names import MODULES
 
 Finding = tuple[int, int, str, str]  # line, column (where it ends), what, why
+Take = tuple[str, str, int, str]  # own module, the name taken from it, line, what
 WHAT_CAP = 2000  # characters of a finding's "what" (a long string literal's repr, say)
 
 
@@ -41,58 +45,16 @@ def _internal(name: str) -> bool:
     return name in INTERNAL or name.startswith(INTERNAL_PREFIXES)
 
 
-def _root(expr: ast.expr) -> ast.expr | None:
-    """The object an attribute chain starts from (None through ``__class__``: a class)."""
-    while isinstance(expr, (ast.Attribute, ast.Subscript)):
-        if isinstance(expr, ast.Attribute) and expr.attr == "__class__":
-            return None
-        expr = expr.value
-    return expr
-
-
-# Expressions that hold a library when any of their parts does (``(np, F)``, ``a or torch``).
-HOLDERS = (ast.Tuple, ast.List, ast.Set, ast.Dict, ast.IfExp, ast.BoolOp, ast.Starred,
-           ast.NamedExpr)
-
-
-def _holds_library(expr: ast.AST | None, libraries: set[str]) -> bool:
-    """Whether ``expr`` is a module, a part of one (``torch.nn.functional``, ``nn.Linear``,
-    ``type(x)``) or a literal holding one (``(np, F)``): what an attribute store may not
-    change. A call's result (``nn.Linear(4, 4)``) is the caller's own object."""
-    names: set[str] = set()
-    return _depends(expr, names) or not names.isdisjoint(libraries)
-
-
-def _depends(expr: ast.AST | None, names: set[str]) -> bool:
-    """True when ``expr`` holds a library whatever its names are bound to (``type(x)``,
-    ``x.__class__``); otherwise adds to ``names`` those that make it hold one when any of
-    them is bound to a library (``_holds_library``)."""
-    if isinstance(expr, HOLDERS):
-        return any(_depends(e, names) for e in ast.iter_child_nodes(expr))
-    if isinstance(expr, ast.Call):
-        return isinstance(expr.func, ast.Name) and expr.func.id == "type"
-    if isinstance(expr, (ast.Attribute, ast.Subscript)):
-        root = _root(expr)
-        return root is None or _depends(root, names)
-    if isinstance(expr, ast.Name):
-        names.add(expr.id)
-    return False
-
-
 @dataclass
-class _Scan(ast.NodeVisitor):
-    """One file's syntax tree: ``bind`` collects the names it binds (its own, the libraries'),
-    then the visit flags each place that breaks the rule."""
+class _Scan(Bindings, ast.NodeVisitor):
+    """One file's syntax tree: ``bind`` (``Bindings``) finds what its names are bound to, then
+    the visit flags each place that breaks the rule, and keeps what the file takes from the
+    submission's own modules (``takes``)."""
 
-    rule: Rule
-    own: frozenset[str]  # own modules a relative import may name
     found: list[Finding] = field(default_factory=list)
-    bound: set[str] = field(default_factory=set)  # names the file binds (not library imports)
-    libraries: set[str] = field(default_factory=set)  # names bound to a library or its parts
-    members: set[int] = field(default_factory=set)  # ids of class-body defs and targets
-    helpers: set[str] = field(default_factory=set)  # names bound to the submission's modules
-    modules: set[str] = field(default_factory=set)  # names ``import x`` binds to a library
+    takes: list[Take] = field(default_factory=list)
     through: set[int] = field(default_factory=set)  # ids of names read as ``name.attribute``
+    links: dict[int, bool] = field(default_factory=dict)  # id of a link -> through a library
     held: dict[int, bool] = field(default_factory=dict)  # id of an expression -> ``holds``
     sums: dict[int, str | None] = field(default_factory=dict)  # id of a BinOp -> its flag
     texts: dict[int, str] = field(default_factory=dict)  # id of an attribute -> its source
@@ -136,85 +98,6 @@ class _Scan(ast.NodeVisitor):
             text = self.texts[id(link)] = f"{text}.{link.attr}"[:WHAT_CAP + 1]
         return text
 
-    # -- the file's own names, first ---------------------------------------------------------
-    def own_import(self, node: ast.Import | ast.ImportFrom, name: str | None) -> bool:
-        top = (name or "").split(".")[0]
-        if isinstance(node, ast.ImportFrom) and node.level:
-            return True
-        return top in self.own and top not in INSTALLED
-
-    def bind(self, tree: ast.AST) -> None:
-        sources: list[tuple[ast.expr, ast.expr | None]] = []
-        for node in ast.walk(tree):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                self.bound.add(node.name)
-            elif isinstance(node, ast.arg):
-                self.bound.add(node.arg)
-            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-                self.bound.add(node.id)
-            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
-                self.bound.add(node.attr)
-            elif isinstance(node, ast.ExceptHandler) and node.name:
-                self.bound.add(node.name)
-            elif isinstance(node, (ast.Import, ast.ImportFrom)):
-                for alias in node.names:
-                    name = alias.asname or alias.name.split(".")[0]
-                    module = alias.name if isinstance(node, ast.Import) else node.module
-                    own = self.own_import(node, module)
-                    (self.bound if own else self.libraries).add(name)
-                    if own:
-                        self.helpers.add(name)
-                    elif isinstance(node, ast.Import):
-                        self.modules.add(name)
-            if isinstance(node, ast.Assign):
-                sources += [(target, node.value) for target in node.targets]
-            elif isinstance(node, (ast.AnnAssign, ast.NamedExpr)):
-                sources.append((node.target, node.value))
-            elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
-                sources.append((node.target, node.iter))
-            elif isinstance(node, ast.withitem) and node.optional_vars:
-                sources.append((node.optional_vars, node.context_expr))
-            elif isinstance(node, ast.arguments):  # def patch(m=np): m.sum = mine
-                positional = [*node.posonlyargs, *node.args]
-                sources += [(ast.Name(a.arg), d) for a, d in
-                            zip(positional[len(positional) - len(node.defaults):], node.defaults)]
-                sources += [(ast.Name(a.arg), d) for a, d in zip(node.kwonlyargs,
-                                                                 node.kw_defaults)]
-            elif isinstance(node, ast.ClassDef):
-                for stmt in node.body:
-                    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt]
-                    self.members.update(id(t) for t in targets)
-        self.spread(sources)
-
-    def spread(self, sources: list[tuple[ast.expr, ast.expr | None]]) -> None:
-        """Add to ``libraries`` every name bound to one through others (``f = torch.nn``,
-        ``g = f``), in any order of the lines: a worklist over names, each value taken up
-        once, when a name it depends on turns out to hold a library (``_depends``)."""
-        targets: dict[int, list[ast.expr]] = {}  # a value (``a = b = value``) -> its targets
-        waiting: dict[str, list[int]] = {}  # name -> the values that hold a library if it does
-        todo = list(self.libraries)
-        for target, value in sources:
-            if id(value) in targets:
-                targets[id(value)].append(target)
-                continue
-            targets[id(value)] = [target]
-            names: set[str] = set()
-            if _depends(value, names):
-                todo.append("")  # no name: a value that holds a library whatever they are
-                waiting.setdefault("", []).append(id(value))
-            for name in names:
-                waiting.setdefault(name, []).append(id(value))
-        while todo:
-            for value in waiting.pop(todo.pop(), ()):
-                for target in targets.pop(value, ()):
-                    todo += self.bind_library(target)
-
-    def bind_library(self, target: ast.expr) -> list[str]:
-        """The names of ``target`` newly bound to a library (a value that holds one)."""
-        names = {n.id for n in ast.walk(target) if isinstance(n, ast.Name)} - self.libraries
-        self.libraries |= names
-        return list(names)
-
     # -- imports ------------------------------------------------------------------------------
     def module(self, node: ast.AST, dotted: str, what: str) -> bool:
         """Check an absolute import of ``dotted``; True when it may be imported."""
@@ -222,7 +105,8 @@ class _Scan(ast.NodeVisitor):
         why = (self.rule.why if top in self.rule.modules else
                self.rule.siblings_why if top in self.rule.siblings else
                self.rule.imports_why if top not in self.rule.imports else
-               INTERNALS if any(p.startswith("_") or p in BLOCKED for p in parts) else None)
+               NAMES_WHY if any(".".join([top, *parts[:i + 1]]) not in MODULES
+                                for i in range(len(parts))) else None)
         if why:
             self.flag(node, what, why)
         return why is None
@@ -232,10 +116,13 @@ class _Scan(ast.NodeVisitor):
             if not self.own_import(node, alias.name):
                 self.module(node, alias.name, f"import {alias.name}")
             self.binding(node, alias.asname)
+        self.generic_visit(node)
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         names = ", ".join(a.name for a in node.names)
         what = f"from {'.' * node.level}{node.module or ''} import {names}"
+        if "*" in names.split(", ") and (node.level or self.own_import(node, node.module)):
+            self.flag(node, what, self.rule.imports_why)  # an own module's names, unseen
         if node.level:  # from .helper import f, from . import helper
             tops = [node.module.split(".")[0]] if node.module else [a.name for a in node.names]
             for top in tops:
@@ -246,15 +133,23 @@ class _Scan(ast.NodeVisitor):
         elif not self.own_import(node, node.module) and self.module(node, node.module or "",
                                                                     what):
             for alias in node.names:
+                one = f"from {node.module} import {alias.name}"
                 if alias.name == "*":
                     self.flag(node, what, self.rule.imports_why)
                 elif alias.name in self.rule.calls:
-                    self.flag(node, f"from {node.module} import {alias.name}", self.rule.why)
-                elif node.module != "__future__" and (
-                        alias.name.startswith("_") or alias.name in BLOCKED):
-                    self.flag(node, f"from {node.module} import {alias.name}", INTERNALS)
+                    self.flag(node, one, self.rule.why)
+                elif (f"{node.module}.{alias.name}" not in MODULES
+                      and not self.member(node.module or "", alias.name)):
+                    self.flag(node, one, NAMES_WHY)
+        if node.module and self.own_import(node, node.module):  # what it takes from its own
+            for alias in node.names:
+                if f"{node.module}.{alias.name}" not in self.own and alias.name != "*":
+                    self.takes.append((node.module.split(".")[0], alias.name, node.lineno,
+                                       f"from {'.' * node.level}{node.module} import "
+                                       f"{alias.name}"))
         for alias in node.names:
             self.binding(node, alias.asname)
+        self.generic_visit(node)
 
     # -- names and attributes -----------------------------------------------------------------
     def binding(self, node: ast.AST, name: str | None, what: str | None = None) -> None:
@@ -285,25 +180,63 @@ class _Scan(ast.NodeVisitor):
             self.flag(node, node.id, INTERNALS)
         elif node.id in self.rule.calls and node.id not in self.bound:
             self.flag(node, node.id, self.rule.why)
-        elif node.id in self.modules and id(node) not in self.through:
-            self.flag(node, node.id, HANDLE)  # return torch; m = get(); m._inductor
+        elif (isinstance(node.ctx, ast.Load) and self.aliases.get(node.id)
+              and id(node) not in self.through and id(node) not in self.handles):
+            self.flag(node, node.id, HANDLE)  # return torch; f(helper); (np, F)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         attr, store = node.attr, not isinstance(node.ctx, ast.Load)
         self.through.add(id(node.value))
+        if id(node) not in self.links:  # the outermost link of its chain: walk it once
+            self.chain(node)
         shown = self.texts.pop(id(node), None)
-        if attr in BLOCKED:
-            self.flag(node, f".{attr}", INTERNALS)
-        elif store and attr.startswith("_"):
-            self.binding(node, attr, f".{attr}")
-        elif attr.startswith("_") and not self.readable(attr, node.value):
-            self.flag(node, f".{attr}", INTERNALS)
-        elif attr in self.rule.calls and (
-                attr not in self.bound or self.holds(node.value)):
+        if not self.links[id(node)]:  # a value's attribute: self.w, x.sum, helper.f
+            if FAMILIES.search(attr):
+                self.flag(node, f".{attr}", INTERNALS)
+            elif store and attr.startswith("_"):
+                self.binding(node, attr, f".{attr}")
+            elif attr.startswith("_") and not self.readable(attr, node.value):
+                self.flag(node, f".{attr}", INTERNALS)
+        if attr in self.rule.calls and (attr not in self.bound or self.holds(node.value)):
             self.flag(node, shown or self.unparsed(node), self.rule.why)
         if store:
             self.patch(node)
         self.generic_visit(node)
+
+    def chain(self, outer: ast.Attribute) -> None:
+        """An attribute chain, from its outermost link: where it starts from a library's module,
+        each link is a submodule of ``MODULES`` or a name the module's list holds, and the
+        first that is neither refuses the chain, named in full (``numpy.testing.runstring``);
+        where it starts from an own module, the first link past its modules is a name taken
+        from it (``takes``). A chain that ends at a module must stand where a module may
+        (``handles``). The links through a library are marked in ``links``, so that no value
+        rule judges them a second time."""
+        root, links = chain_of(outer)
+        for link in links:
+            self.links[id(link)] = False
+        paths = set(self.aliases.get(root.id, ())) if isinstance(root, ast.Name) else set()
+        for i, link in enumerate(links):
+            if not paths:
+                return
+            ahead = self.step(paths, link.attr)
+            for path in sorted(paths - {p.rsplit(".", 1)[0] for p in ahead}):
+                if path.startswith(OWN):
+                    self.takes.append((path[1:].split(".")[0], link.attr, link.lineno,
+                                       self.unparsed(link)))
+                    continue
+                self.links[id(link)] = True
+                if not self.member(path, link.attr):
+                    for later in links[i:]:  # judged here, as a whole, not as values
+                        self.links[id(later)] = True
+                    if isinstance(outer.ctx, ast.Load):  # np.x = ... is a patch (``patch``)
+                        rest = "".join(f".{later.attr}" for later in links[i + 1:])
+                        self.flag(outer, f"{path}.{link.attr}{rest}", NAMES_WHY)
+                    return
+            if ahead and not any(p.startswith(OWN) for p in ahead):
+                self.links[id(link)] = True
+            paths = ahead
+        if paths and isinstance(outer.ctx, ast.Load) and id(outer) not in self.handles:
+            self.flag(outer, self.unparsed(outer), HANDLE)
 
     def visit_Subscript(self, node: ast.Subscript) -> None:
         if not isinstance(node.ctx, ast.Load):
@@ -327,7 +260,13 @@ class _Scan(ast.NodeVisitor):
         self.binding(node, node.name, f"{kind} {node.name}")
         self.generic_visit(node)
 
-    visit_AsyncFunctionDef = visit_ClassDef = visit_FunctionDef
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        for stmt in node.body:  # class C: import numpy as np (C.np: a module handed around)
+            if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+                self.flag(stmt, ast.unparse(stmt)[:WHAT_CAP + 1], HANDLE)
+        self.visit_FunctionDef(node)
 
     def visit_arg(self, node: ast.arg) -> None:
         self.binding(node, node.arg)
@@ -342,7 +281,7 @@ class _Scan(ast.NodeVisitor):
         # `case object(__globals__=g)` reads the attribute named by each keyword, as
         # getattr would: each is held to what an attribute read is held to
         for attr in node.kwd_attrs:
-            if attr in BLOCKED or (attr.startswith("_") and not self.readable(attr)):
+            if FAMILIES.search(attr) or (attr.startswith("_") and not self.readable(attr)):
                 self.flag(node, f"case ...({attr}=...)", INTERNALS)
             elif attr in self.rule.calls:
                 self.flag(node, f"case ...({attr}=...)", self.rule.why)
@@ -394,10 +333,16 @@ def _dunder_sums(top: ast.BinOp) -> dict[int, str | None]:
     return shown
 
 
-def findings(tree: ast.Module, rule: Rule, own_modules: frozenset[str]) -> list[Finding]:
-    """The places in ``tree`` that break ``rule``, in the order of the file."""
+def scanned(tree: ast.Module, rule: Rule, own_modules: frozenset[str]) -> _Scan:
+    """``tree`` scanned: its ``found`` (in the order of the file), ``takes`` and ``exports``."""
     scan = _Scan(rule, frozenset(own_modules) - set(rule.siblings))
     scan.bind(tree)
     scan.visit(tree)
-    return sorted(scan.found)
+    scan.found.sort()
+    return scan
+
+
+def findings(tree: ast.Module, rule: Rule, own_modules: frozenset[str]) -> list[Finding]:
+    """The places in ``tree`` that break ``rule``, in the order of the file."""
+    return scanned(tree, rule, own_modules).found
 

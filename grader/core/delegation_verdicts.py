@@ -1,7 +1,8 @@
 """The source rule's verdicts: a file's text parsed, scanned (``grader.core.delegation_scan``)
 and what breaks its ``Rule`` (``grader.core.delegation``) worded, as a list of places
 (``violations``), as the report's sentences (``verdict``), or, for the reader, as those
-sentences with the modules the file imports, from one parse (``read``). Split from
+sentences with the modules the file imports, the modules it binds and the names it takes from
+the submission's own, from one parse (``read``). Split from
 ``grader.core.delegation``; like it, it imports only the standard library (and the rule's
 other modules): the reader is sent its source.
 """
@@ -9,9 +10,10 @@ other modules): the reader is sent its source.
 from __future__ import annotations
 
 import ast
+from typing import Any
 
 from .delegation import Rule
-from .delegation_scan import Finding, findings
+from .delegation_scan import WHAT_CAP, Finding, findings, scanned
 
 NESTED = "it is nested too deeply for Python's parser (line 1)"
 
@@ -82,18 +84,27 @@ def imported_names(tree: ast.Module) -> set[str]:
 
 
 def read(source: str | bytes, rule: Rule,
-         own_modules: frozenset[str] = frozenset()) -> tuple[str | None, set[str]]:
-    """``verdict`` and ``imported_names`` of ``source`` from one parse (no names where it
-    does not parse). A MemoryError propagates: where the parse runs under a memory limit
+         own_modules: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """What the reader sends of ``source``, from one parse: ``verdict``, ``imports``
+    (``imported_names``), ``exports`` (the names it binds to a module, which no other file may
+    take from it) and ``takes`` (``[own module, name, line, what]`` for each name it takes from
+    one of the submission's modules), none of the last three where it does not parse. A
+    MemoryError propagates: where the parse runs under a memory limit
     (``grader.sandbox.reader``), the caller tells that limit from the parser's own depth."""
+    nothing: dict[str, Any] = {"verdict": None, "imports": set(), "exports": [], "takes": []}
     try:
         tree = parse(source)
     except RecursionError:
-        return NESTED, set()
+        return {**nothing, "verdict": NESTED}
     if tree is None:
-        return None, set()
+        return nothing
     imports = imported_names(tree)
     try:
-        return worded(findings(tree, rule, own_modules)), imports
+        scan = scanned(tree, rule, own_modules)
     except RecursionError:
-        return NESTED, imports
+        return {**nothing, "verdict": NESTED, "imports": imports}
+    first: dict[tuple[str, str], list[Any]] = {}  # one place per name taken
+    for module, name, line, what in scan.takes:
+        first.setdefault((module, name), [module, name, line, what[:WHAT_CAP]])
+    return {"verdict": worded(scan.found), "imports": imports, "exports": scan.exports,
+            "takes": sorted(first.values(), key=lambda take: (take[2], take[0], take[1]))}

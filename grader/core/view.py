@@ -12,6 +12,8 @@ from pathlib import Path
 
 from ..sandbox import readers
 from ..sandbox.isolation import Limits, Spent
+from .delegation import OWN_WHY
+from .delegation_verdicts import worded
 from .exercise import Exercise
 
 
@@ -30,7 +32,10 @@ def build(folder: Path, view: Path, exercise: Exercise, limits: Limits,
     which are the student's (``Spent``)."""
     files = sorted(p for p in folder.rglob("*.py") if p.is_file())
     relative = {p: p.relative_to(folder) for p in files}
+    # its modules by their top name and in full ("pkg", "pkg.sub"), and the exercises it uses
     own = frozenset({r.parts[0].removesuffix(".py") for r in relative.values()}
+                    | {".".join(r.with_suffix("").parts[:-1] if r.name == "__init__.py"
+                                else r.with_suffix("").parts) for r in relative.values()}
                     | set(exercise.uses))
     # The files the exercise can reach: its own, then those of each module a file read so far
     # imports (all of a package's: its files import each other relatively), round by round,
@@ -66,6 +71,9 @@ def build(folder: Path, view: Path, exercise: Exercise, limits: Limits,
         todo = [module for r in read for module in this_round[r].imports]
     spent = Spent(**{f.name: getattr(limits, f.name) for f in dataclasses.fields(Limits)},
                   spent=sum(f.seconds for f in found.values()))
+    exports: dict[str, set[str]] = {}  # own module -> the names its files bind to a module
+    for name, read in found.items():
+        exports.setdefault(name.split("/")[0].removesuffix(".py"), set()).update(read.exports)
     left_out: dict[str, str] = {}
     shutil.rmtree(view, ignore_errors=True)
     view.mkdir(parents=True)
@@ -79,7 +87,7 @@ def build(folder: Path, view: Path, exercise: Exercise, limits: Limits,
         if not this.readable:
             left_out.setdefault(top, readers.unread(name.as_posix(), limits))
             continue
-        verdict = judge(this.verdict)
+        verdict = judge(this.verdict or taken(this, exports))
         if verdict:
             left_out.setdefault(top, verdict if name.parts == (exercise.filename,)
                                 else f"{name}: {verdict}")
@@ -102,3 +110,11 @@ def build(folder: Path, view: Path, exercise: Exercise, limits: Limits,
         if this is not None and name not in exercise.uses:
             todo += this.imports
     return None, spent
+
+
+def taken(read: readers.Read, exports: dict[str, set[str]]) -> str | None:
+    """Why a file may not be graded for what it takes from the submission's own modules: a
+    module one of them binds (``from .helper import np``, ``helper.np``), whose attributes
+    no rule of this file's would see (the reader reads each file on its own)."""
+    return worded([(line, 0, what, OWN_WHY) for module, name, line, what in read.takes
+                   if name in exports.get(module, ())])

@@ -5,8 +5,8 @@ The grading process never parses a student's text: a parse takes memory some hun
 the size of the text (2 MB of one list literal, about 1 GB), and no limit of the grading
 process's own would stop it before it stopped the machine. The reader is a fresh interpreter
 in isolated mode (``python -I -c BOOT``), sent the sources of this module and of the source
-rule's three (``grader.core.delegation``, ``delegation_scan`` and ``delegation_verdicts``:
-nothing else of the kit; they import only the standard library and one another).
+rule's (``SOURCES``: ``grader.core.delegation`` and the modules it is split into; nothing else
+of the kit; they import only the standard library and one another).
 It imports what the parser itself may import (``preload``), then forks a child for each
 request, and the child, before it reads a byte of the student's:
 
@@ -18,7 +18,8 @@ request, and the child, before it reads a byte of the student's:
 
 then reads each file through the folder's descriptor the grading process passed (``O_NOFOLLOW``,
 a regular file only), parses it as the interpreter would (its coding line honoured), and sends
-one reply for it before it reads the next: its verdict and the submission's modules it imports.
+one reply for it before it reads the next: its verdict, the submission's modules it imports,
+the names it binds to a module and those it takes from the submission's modules.
 A child past a limit ends; the grading process then knows the file it was on, and that file
 "could not be read within its limits". Everything it sends is plain JSON.
 
@@ -27,7 +28,8 @@ of what follows, carrying one descriptor (the folder; none for ``texts``), then 
 ``kind`` ("rule" or "names"), ``paths`` (relative to the folder) or ``texts`` (name -> text),
 ``rule`` (the fields of a ``Rule``), ``own``, ``names``, ``timeout``, ``memory`` and ``user``
 (``[uid, gid]`` or null). Replies: one frame per file, in order: four bytes, the length of a
-JSON object, then the object; for "rule" ``{"path", "verdict", "imports"}``, for "names"
+JSON object, then the object; for "rule" ``{"path", "verdict", "imports", "exports",
+"takes"}`` (``delegation_verdicts.read``), for "names"
 ``{"path", "defined", "used"}``. Nothing follows the last.
 """
 
@@ -51,10 +53,12 @@ FRAME_CAP = 4 << 20  # bytes of one reply: a verdict (each place capped), the mo
 REQUEST_CAP = 64 << 20  # bytes of one request: paths and notebook cells
 # The modules BOOT is sent, in the order it runs them (each after those it imports): the source
 # rule's, of grader.core, then this one.
-SOURCES = ("delegation", "delegation_scan", "delegation_verdicts", "reader")
+SOURCES = ("delegation_names", "delegation", "delegation_bindings", "delegation_scan",
+           "delegation_verdicts", "reader")
 
 # Runs in a fresh `python -I -c BOOT SOCKET_PATH`: reads the sources as one JSON object from
-# stdin, makes each a module of the package `_reader` (the rule's import one another) and serves
+# stdin (``SOURCES``, in order), makes each a module of the package `_reader` (the rule's import
+# one another) and serves
 # with the rule's verdicts (``delegation_verdicts``, which holds its ``Rule`` too). Stdin stays
 # open: when the grading process that started the reader goes away, the reader ends.
 BOOT = r"""
@@ -64,7 +68,7 @@ package = types.ModuleType("_reader")
 package.__path__ = []
 sys.modules["_reader"] = package
 modules = {}
-for name in ("delegation", "delegation_scan", "delegation_verdicts", "reader"):
+for name in sources:
     module = types.ModuleType("_reader." + name)
     module.__package__ = "_reader"
     sys.modules[module.__name__] = module
@@ -153,8 +157,8 @@ def answer(delegation: Any, conn: socket.socket) -> None:
                               for k, v in request["rule"].items()})
     own = frozenset(request["own"])
     for path in request["paths"]:
-        verdict, imports = judged(delegation, read(folder, path), rule, own)
-        send(conn, {"path": path, "verdict": verdict, "imports": sorted(imports & own)})
+        found = judged(delegation, read(folder, path), rule, own)
+        send(conn, {"path": path, **found, "imports": sorted(found["imports"] & own)})
 
 
 def receive(conn: socket.socket) -> tuple[dict[str, Any], int]:
@@ -222,8 +226,7 @@ def read(folder: int, path: str) -> bytes:
         return handle.read()
 
 
-def judged(delegation: Any, source: bytes, rule: Any,
-           own: frozenset[str]) -> tuple[str | None, set[str]]:
+def judged(delegation: Any, source: bytes, rule: Any, own: frozenset[str]) -> dict[str, Any]:
     """``delegation_verdicts.read``: a MemoryError is this process's limit (``OverLimit``)
     when it had used half of it, otherwise the parser's own depth (``NESTED``)."""
     try:
@@ -231,7 +234,7 @@ def judged(delegation: Any, source: bytes, rule: Any,
     except MemoryError:
         if _status("VmPeak") > _LIMIT[0]:
             raise OverLimit from None
-        return delegation.NESTED, set()
+        return {"verdict": delegation.NESTED, "imports": set(), "exports": [], "takes": []}
 
 
 def names(text: str, wanted: set[str]) -> tuple[list[str], list[str]]:

@@ -46,6 +46,8 @@ class Read:
     imports: tuple[str, ...] = ()  # the submission's modules it imports
     seconds: float = 0.0  # the wall seconds reading it took: the student's time
     readable: bool = True  # False: it could not be read within the exercise's limits
+    exports: tuple[str, ...] = ()  # the names it binds to a module (no other file may take)
+    takes: tuple[tuple[str, str, int, str], ...] = ()  # own module, name taken, line, what
 
 
 def unread(path: str, limits: Limits) -> str:
@@ -65,11 +67,8 @@ class Server:
         self.path = os.path.join(self.folder, "socket")
         self.owner = os.getpid()
         self.log = tempfile.TemporaryFile()
-        sources = {"delegation": (CORE / "delegation.py").read_text(),
-                   "delegation_scan": (CORE / "delegation_scan.py").read_text(),
-                   "delegation_verdicts": (CORE / "delegation_verdicts.py").read_text(),
-                   "reader": (SANDBOX / "reader.py").read_text()}
-        assert set(sources) == set(SOURCES)
+        sources = {name: ((SANDBOX if name == "reader" else CORE) / f"{name}.py").read_text()
+                   for name in SOURCES}
         self.process = subprocess.Popen(
             [sys.executable, "-I", "-c", BOOT, self.path], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=self.log, cwd="/",
@@ -294,12 +293,20 @@ def _checked(reply: dict[str, Any] | None, path: str, own: frozenset[str],
              seconds: float) -> Read:
     """The reply for ``path`` as a ``Read``; one of another shape (none, or not what the
     reader sends) is a file that could not be read."""
-    if (reply is None or set(reply) != {"path", "verdict", "imports"}
+    if (reply is None or set(reply) != {"path", "verdict", "imports", "exports", "takes"}
             or reply["path"] != path or not isinstance(reply["imports"], list)
             or not (reply["verdict"] is None or isinstance(reply["verdict"], str))
-            or not all(isinstance(name, str) and name in own for name in reply["imports"])):
+            or not all(isinstance(name, str) and name in own for name in reply["imports"])
+            or not isinstance(reply["exports"], list)
+            or not all(isinstance(name, str) for name in reply["exports"])
+            or not isinstance(reply["takes"], list) or not all(
+                isinstance(take, list) and len(take) == 4 and isinstance(take[0], str)
+                and isinstance(take[1], str) and type(take[2]) is int
+                and isinstance(take[3], str) for take in reply["takes"])):
         return Read(seconds=seconds, readable=False)
-    return Read(reply["verdict"], tuple(reply["imports"]), seconds)
+    return Read(reply["verdict"], tuple(reply["imports"]), seconds,
+                exports=tuple(reply["exports"]),
+                takes=tuple(tuple(take) for take in reply["takes"]))
 
 
 # -- a notebook's answer cells ---------------------------------------------------------------
