@@ -1,0 +1,253 @@
+"""The worker's audit hook (PEP 578): at run time, what the source rule refuses at read time.
+
+The source rule (``grader.core.delegation``) reads a submission's text, and what a string holds
+it cannot see: ``numpy.testing.measure(text)`` compiles and runs ``text`` in the caller's
+namespace, and a file that keeps the rule can hand it anything. So each student worker, after
+its operations are compiled and before the student's module is imported, calls ``arm``, which
+installs a hook that Python calls at every auditing event of the process from then on. The
+hook admits what an honest worker raises, measured by running the answer key and the bug zoo
+(correct and wrong entries) with a hook that logged every event, and ends the worker on
+anything else:
+
+- **The submission's own import.** Reading a ``.py`` file of the worker's view (and looking
+  for its ``__pycache__`` file, which the view never holds), compiling exactly that file's
+  bytes under its name, executing code whose file is one of them, listing a folder of the
+  view, importing a module of the exercise's list (``Rule.imports``) or of the submission.
+  Bytecode is neither written nor, since ``marshal`` is refused, read.
+- **A library's own import.** numpy and torch import parts of themselves on first use (a
+  first error on the meta device imports ``torch._dynamo``, SymPy and 800 more modules). An
+  event raised where every frame between it and the nearest import is the standard library's
+  or an installed package's (never the submission's, nor code compiled at run time), and that
+  import is of a module of the exercise's list (or a module such an import imports in turn),
+  never loaded before (``del sys.modules[...]`` and a new import would re-create what
+  ``operators`` replaced), may be one of the events such imports were measured to raise
+  (``LIBRARY_IMPORT``).
+- **Reading frames for a traceback.** ``traceback``'s own functions may read the frames they
+  turn into text (the worker's error report, torch's anomaly mode), and so may the worker's
+  ``readers``; ``linecache`` may read a source file of the standard library or a package (to
+  show a warning's line). ``id()`` and ``array.array`` (``HARMLESS``).
+
+Everything else (compiling or running a string, ``marshal``, a code or function object made by
+hand, opening any other file, an import outside the list, ``ctypes``, a process, a socket,
+frames, a function's code, ``gc``'s object lists, tracing, another audit hook) ends the
+worker at once with the exit code of its kind (``REFUSED``), which the grading process reads
+from the kernel, as it reads torch's attention guard's (``operators``): the exercise scores 0
+with the kind's sentence. No exception is raised, so no ``try`` of the student's can swallow
+the refusal. ``@dataclass`` and ``namedtuple`` compile the methods they make from a string, and
+are refused too in the student's code (no entry of the zoo, and no file of the key, uses them;
+checking the text they generate against field names a student can forge is a parser of its
+own), though a library's module may use them as it is imported.
+
+PEP 578 says an audit hook is no sandbox on its own: code that raises no event (a function
+given another's globals, a module attribute changed) is not seen, and the frames a traceback
+reads could be handed out. This is the second layer, under the source rule and over the
+kernel's (``bounds``); what it guarantees rests on the events above. The hook holds its state
+in its closure, never reads a module global or calls a method of a student's object, and is
+the only reference to that closure: nothing the student's code can reach changes what it
+admits. Standard library only: the zygote ships this file as source.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterable
+from types import CodeType
+
+# The kinds of refusal: the exit code a refused worker ends with, the event names (a prefix
+# ends with "."; the first kind that names an event is its kind; "interpreter" takes the
+# rest) and what the report says it tried to do.
+KINDS = (
+    (87, "code", ("compile", "exec", "marshal.", "code.", "function.", "cpython.", "pickle."),
+     "compile code from a string (exec, eval or compile, as @dataclass and namedtuple do)"),
+    (88, "import", ("import",), "import a module that is not on the exercise's list"),
+    (89, "process", ("os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork",
+                     "os.forkpty", "os.kill", "os.killpg", "subprocess.", "pty.",
+                     "signal.pthread_kill", "_posixsubprocess."),
+     "start or signal a process"),
+    (90, "native", ("ctypes.", "_ctypes."), "load or call native code (ctypes)"),
+    (91, "network", ("socket.", "http.", "urllib.", "ftplib.", "smtplib.", "poplib.",
+                     "imaplib.", "nntplib.", "telnetlib.", "webbrowser."),
+     "use the network"),
+    (92, "files", ("open", "os.", "shutil.", "glob.", "tempfile.", "mmap.", "fcntl.",
+                   "builtins.input", "sqlite3.", "syslog.", "resource."),
+     "open, list or change files (or the environment)"),
+    (93, "interpreter", (), "reach into the interpreter (frames, code objects, the garbage "
+                            "collector, tracing, audit hooks)"),
+)
+REFUSED = {code: f"at run time it tried to {what}, which an exercise may not do"
+           for code, _, _, what in KINDS}
+# What honest work raises anywhere, each harmless: id(), and an array.array.
+HARMLESS = frozenset({"builtins.id", "array.__new__"})
+# What the imports numpy and torch make of their own modules raise (measured on the zoo: the
+# first error on the meta device imports torch._dynamo, SymPy and mpmath), admitted only
+# inside such an import (``arm``): its modules compiled or read from bytecode and run, its
+# package files read, the classes it makes (``dataclasses``, ``typing``), ``tempfile``'s probe
+# of /tmp, the environment variables and cache folders it sets.
+LIBRARY_IMPORT = frozenset({
+    "import", "open", "os.listdir", "compile", "exec", "marshal.loads", "object.__getattr__",
+    "object.__setattr__", "sys._getframe", "os.mkdir", "os.remove", "os.putenv"})
+READ_MODES = frozenset({"r", "rb"})
+
+
+def own_files(folder: str) -> tuple[dict[str, bytes], frozenset[str], frozenset[str]]:
+    """The submission's files in the worker's view ``folder``: each ``.py`` file's bytes by
+    the path the importer opens it by, the paths of their ``__pycache__`` files (looked for,
+    never there) and the view's folders."""
+    import importlib.util
+
+    files: dict[str, bytes] = {}
+    folders = {folder}
+    for root, names, found in os.walk(folder):
+        folders.update(os.path.join(root, n) for n in names)
+        for name in found:
+            if name.endswith(".py"):
+                path = os.path.join(root, name)
+                with open(path, "rb") as handle:
+                    files[path] = handle.read()
+    cached = frozenset(importlib.util.cache_from_source(p) for p in files)
+    return files, cached, frozenset(folders)
+
+
+def library_folders(modules: Iterable[str]) -> tuple[str, ...]:
+    """The folders whose files are a library's: the standard library's and the folder each of
+    ``modules`` (loaded packages) is installed in."""
+    folders = {os.path.dirname(os.__file__) + os.sep}
+    for name in modules:
+        file = getattr(sys.modules.get(name), "__file__", None)
+        if isinstance(file, str) and os.path.basename(file) == "__init__.py":
+            folders.add(os.path.dirname(os.path.dirname(file)) + os.sep)
+    return tuple(sorted(folders))
+
+
+def arm(folder: str, package: str, imports: Iterable[str],
+        readers: Iterable[CodeType] = ()) -> None:
+    """Install the hook: from now on this process may do only what an honest worker does.
+
+    ``folder``: the worker's view of the submission (its files are read now); ``package``: the
+    name its files load under; ``imports``: the modules the exercise may import (with their
+    submodules); ``readers``: code objects of the worker's own that may read a traceback's
+    frames (and return no frame)."""
+    import _thread
+    import gc
+    import importlib._bootstrap
+    import tokenize
+    import traceback
+
+    sys.dont_write_bytecode = True
+    own, cached, folders = own_files(folder)
+    view = folder.rstrip(os.sep) + os.sep
+    own_tops = frozenset({package} | {os.path.relpath(p, folder).split(os.sep)[0]
+                                      .removesuffix(".py") for p in own})
+    libraries = frozenset(imports) - own_tops
+    library = library_folders(libraries)
+    frozen = (*library, "<frozen ")  # the frames of a library's code
+    preloaded = frozenset(sys.modules)
+    find_and_load = importlib._bootstrap._find_and_load.__code__
+    walk_tb = traceback._walk_tb_with_full_positions.__code__
+    extract = traceback.StackSummary._extract_from_extended_frame_gen.__func__.__code__
+    frame_readers = frozenset({extract, *readers})
+    extract_stack = traceback.extract_stack.__code__
+    linecache_open = tokenize.open.__code__
+    kinds = tuple((name, code) for code, _, names, _ in KINDS for name in names)
+    # Everything the hook uses is bound here, in its closure: it never looks up a global or a
+    # builtin (the student's code may replace ``builtins.type`` or this module's constants).
+    getframe, ident, exit_, write = sys._getframe, _thread.get_ident, os._exit, os.write
+    type_, str_, bytes_, code_ = type, str, bytes, CodeType
+    harmless, library_import, read_modes = HARMLESS, LIBRARY_IMPORT, READ_MODES
+    collecting, stop_collecting, collect = gc.isenabled, gc.disable, gc.enable
+    busy: set[int] = set()  # the threads in the hook: their own frame reads are the hook's
+    made: set[str] = set()  # the files of code a library's import compiled (a template's)
+
+    def kind(event: str) -> int:
+        for name, code in kinds:
+            if event == name or (name.endswith(".") and event.startswith(name)):
+                return code
+        return 93
+
+    def in_library_import(frame) -> bool:
+        """Every frame from ``frame`` up to the nearest import is a library's, and that
+        import is of the exercise's list (or made, the same way, by one that is)."""
+        while frame is not None:
+            code = frame.f_code
+            if code is find_and_load:
+                name = frame.f_locals.get("name")
+                if type_(name) is not str_ or name in preloaded:
+                    return False
+                top = name.partition(".")[0]
+                if top in libraries:
+                    return True
+                if top in own_tops:
+                    return False
+            else:
+                filename = code.co_filename
+                if (type_(filename) is not str_ or filename.startswith(view)
+                        or not (filename.startswith(frozen) or filename in made)):
+                    return False
+            frame = frame.f_back
+        return False
+
+    def admitted(event: str, args: tuple, frame) -> bool:
+        first = args[0] if args else None
+        if event == "import":
+            if type_(first) is not str_ or first in preloaded:
+                return False  # a module loaded before, loaded again
+            top = first.partition(".")[0]
+            if top in libraries or top in own_tops:
+                return True
+        elif event == "open" and type_(first) is str_ and len(args) > 1 \
+                and type_(args[1]) is str_ and args[1] in read_modes:
+            if first in own or first in cached:
+                return True
+            if (frame.f_code is linecache_open and first.startswith(library)
+                    and not first.startswith(view) and "/../" not in first and "/./" not in first):
+                return True  # a library's source line, for a warning or a traceback
+        elif event == "compile" and type_(first) is bytes_ and len(args) > 1 \
+                and type_(args[1]) is str_ and own.get(args[1]) == first:
+            return True
+        elif event == "exec" and type_(first) is code_ and first.co_filename in own:
+            return True
+        elif event == "os.listdir" and type_(first) is str_ and first in folders:
+            return True
+        elif event == "object.__getattr__" and len(args) > 1 and type_(args[1]) is str_ \
+                and args[1] in ("tb_frame", "f_code"):
+            reader = frame.f_code
+            if reader in frame_readers:
+                return True
+            caller = frame.f_back
+            if reader is walk_tb and caller is not None and caller.f_code is extract:
+                return True
+        elif event == "sys._getframe" and frame.f_code is extract_stack:
+            return True
+        if event in library_import and in_library_import(frame):
+            if event == "compile" and type_(args[1]) is str_:
+                made.add(args[1])  # its frames are the library's too
+            return True
+        return False
+
+    def hook(event: str, args: tuple) -> None:
+        if event in harmless:
+            return
+        me = ident()
+        if me in busy:
+            if event == "sys._getframe" or event == "object.__getattr__":
+                return  # the hook's own reading of frames
+            code = kind(event)
+        else:
+            busy.add(me)
+            collected = collecting()
+            stop_collecting()  # no finalizer of the student's runs inside the hook
+            try:
+                if admitted(event, args, getframe(1)):
+                    return
+                code = kind(event)
+            except BaseException:  # a question the hook cannot answer is a refusal too
+                code = kind(event)
+            finally:
+                busy.discard(me)
+                if collected:
+                    collect()
+        write(2, b"audit: refused " + event.encode("ascii", "replace") + b"\n")
+        exit_(code)
+
+    sys.addaudithook(hook)
