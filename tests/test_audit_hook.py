@@ -75,6 +75,17 @@ CASES = {
     "listdir": ('import os; os.listdir("/")', "files"),
     "environment": ('import os; os.environ["ATTENTION_KIT"] = "1"', "files"),
     "import": ("import wave", "import"),
+    "import-module": ('import importlib; importlib.import_module("wave")', "files"),
+    # a finder that hands numpy's import system another file of numpy's, under a new name
+    "another-file": ("import importlib.machinery, sys\n"
+                     "    version = np.__file__.replace('__init__.py', 'version.py')\n"
+                     "    class Finder:\n"
+                     "        def find_spec(name, path=None, target=None):\n"
+                     "            loader = importlib.machinery.SourceFileLoader(name, version)\n"
+                     "            return importlib.machinery.ModuleSpec(name, loader,\n"
+                     "                                                  origin=version)\n"
+                     "    sys.meta_path.insert(0, Finder)\n"
+                     "    import numpy.again", "code"),
     "reload": ('import sys; del sys.modules["numpy.linalg"]; import numpy.linalg', "import"),
     "ctypes": ("import ctypes; ctypes.CDLL(None)", "native"),
     "system": ('import os; os.system("true")', "process"),

@@ -17,11 +17,13 @@ anything else:
 - **A library's own import.** numpy and torch import parts of themselves on first use (a
   first error on the meta device imports ``torch._dynamo``, SymPy and 800 more modules). An
   event raised where every frame between it and the nearest import is the standard library's
-  or an installed package's (never the submission's, nor code compiled at run time), and that
-  import is of a module of the exercise's list (or a module such an import imports in turn),
-  never loaded before (``del sys.modules[...]`` and a new import would re-create what
-  ``operators`` replaced), may be one of the events such imports were measured to raise
-  (``LIBRARY_IMPORT``).
+  or an installed package's (never the submission's, nor code compiled at run time but by
+  such an import), and that import is of a module of the exercise's list (or a module such an
+  import imports in turn), never loaded before (``del sys.modules[...]`` and a new import
+  would re-create what ``operators`` replaced), may be one of the events such imports were
+  measured to raise (``LIBRARY_IMPORT``); the code it compiles or runs from a library's file
+  must be the file of the module imported (a finder of the student's could hand the import
+  system ``torch/nn/functional.py`` under a new name).
 - **Reading frames for a traceback.** ``traceback``'s own functions may read the frames they
   turn into text (the worker's error report, torch's anomaly mode), and so may the worker's
   ``readers``; ``linecache`` may read a source file of the standard library or a package (to
@@ -153,8 +155,9 @@ def arm(folder: str, package: str, imports: Iterable[str],
     # Everything the hook uses is bound here, in its closure: it never looks up a global or a
     # builtin (the student's code may replace ``builtins.type`` or this module's constants).
     getframe, ident, exit_, write = sys._getframe, _thread.get_ident, os._exit, os.write
-    type_, str_, bytes_, code_ = type, str, bytes, CodeType
-    harmless, library_import, read_modes = HARMLESS, LIBRARY_IMPORT, READ_MODES
+    type_, str_, bytes_, code_, len_ = type, str, bytes, CodeType, len
+    sep, init = os.sep, os.sep + "__init__.py"
+    harmless, import_events, read_modes = HARMLESS, LIBRARY_IMPORT, READ_MODES
     collecting, stop_collecting, collect = gc.isenabled, gc.disable, gc.enable
     busy: set[int] = set()  # the threads in the hook: their own frame reads are the hook's
     made: set[str] = set()  # the files of code a library's import compiled (a template's)
@@ -165,52 +168,67 @@ def arm(folder: str, package: str, imports: Iterable[str],
                 return code
         return 93
 
-    def in_library_import(frame) -> bool:
-        """Every frame from ``frame`` up to the nearest import is a library's, and that
-        import is of the exercise's list (or made, the same way, by one that is)."""
+    def library_import(frame) -> str | None:
+        """The module being imported, where every frame from ``frame`` up to the nearest import
+        is a library's and that import is of the exercise's list (or made, the same way, by
+        one that is); None elsewhere."""
+        innermost = None
         while frame is not None:
             code = frame.f_code
             if code is find_and_load:
                 name = frame.f_locals.get("name")
                 if type_(name) is not str_ or name in preloaded:
-                    return False
+                    return None
+                innermost = innermost or name
                 top = name.partition(".")[0]
                 if top in libraries:
-                    return True
+                    return innermost
                 if top in own_tops:
-                    return False
+                    return None
             else:
                 filename = code.co_filename
                 if (type_(filename) is not str_ or filename.startswith(view)
                         or not (filename.startswith(frozen) or filename in made)):
-                    return False
+                    return None
             frame = frame.f_back
+        return None
+
+    def its_own(filename: object, name: str) -> bool:
+        """``filename`` is no library's file, or the file of module ``name`` (a loader handed
+        another module's file runs that file again under a new name)."""
+        if type_(filename) is not str_ or not filename.startswith(library):
+            return True
+        stem = name.replace(".", sep)
+        for folder in library:
+            if filename.removeprefix(folder) in (stem + ".py", stem + init):
+                return True
         return False
 
     def admitted(event: str, args: tuple, frame) -> bool:
         first = args[0] if args else None
+        second = args[1] if len_(args) > 1 else None
         if event == "import":
             if type_(first) is not str_ or first in preloaded:
                 return False  # a module loaded before, loaded again
             top = first.partition(".")[0]
             if top in libraries or top in own_tops:
                 return True
-        elif event == "open" and type_(first) is str_ and len(args) > 1 \
-                and type_(args[1]) is str_ and args[1] in read_modes:
+        elif event == "open" and type_(first) is str_ and type_(second) is str_ \
+                and second in read_modes:
             if first in own or first in cached:
                 return True
             if (frame.f_code is linecache_open and first.startswith(library)
                     and not first.startswith(view) and "/../" not in first and "/./" not in first):
                 return True  # a library's source line, for a warning or a traceback
-        elif event == "compile" and type_(first) is bytes_ and len(args) > 1 \
-                and type_(args[1]) is str_ and own.get(args[1]) == first:
+        elif event == "compile" and type_(first) is bytes_ and type_(second) is str_ \
+                and own.get(second) == first:
             return True
         elif event == "exec" and type_(first) is code_ and first.co_filename in own:
             return True
         elif event == "os.listdir" and type_(first) is str_ and first in folders:
             return True
-        elif event == "object.__getattr__" and len(args) > 1 and type_(args[1]) is str_ \
-                and args[1] in ("tb_frame", "f_code"):
+        elif event == "object.__getattr__" and type_(second) is str_ \
+                and second in ("tb_frame", "f_code"):
             reader = frame.f_code
             if reader in frame_readers:
                 return True
@@ -219,11 +237,19 @@ def arm(folder: str, package: str, imports: Iterable[str],
                 return True
         elif event == "sys._getframe" and frame.f_code is extract_stack:
             return True
-        if event in library_import and in_library_import(frame):
-            if event == "compile" and type_(args[1]) is str_:
-                made.add(args[1])  # its frames are the library's too
-            return True
-        return False
+        if event not in import_events:
+            return False
+        name = library_import(frame)
+        if name is None:
+            return False
+        if event == "compile":
+            if not its_own(second, name):
+                return False
+            if type_(second) is str_:
+                made.add(second)  # its frames are the library's too
+        if event == "exec" and type_(first) is code_ and not its_own(first.co_filename, name):
+            return False
+        return True
 
     def hook(event: str, args: tuple) -> None:
         if event in harmless:
