@@ -41,8 +41,9 @@ checking the text they generate against field names a student can forge is a par
 own), though a library's module may use them as it is imported.
 
 PEP 578 says an audit hook is no sandbox on its own: code that raises no event (a function
-given another's globals, a module attribute changed) is not seen, and the frames a traceback
-reads could be handed out. This is the second layer, under the source rule and over the
+given another's globals, a module attribute changed, a library's native code that opens a file
+by its path, as ``torch.from_file`` does) is not seen, and the frames a traceback reads could
+be handed out. This is the second layer, under the source rule and over the
 kernel's (``bounds``); what it guarantees rests on the events above. The hook holds its state
 in its closure, never reads a module global or calls a method of a student's object, and is
 the only reference to that closure: nothing the student's code can reach changes what it
