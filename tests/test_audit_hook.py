@@ -12,7 +12,8 @@ what it tried.
 
 Past the rule (``engine._verdict`` patched to pass every file, the hook left on), every kind of
 event the hook refuses ends the worker the same way, from inside a ``try`` too, and honest work
-(helper modules, a library's lazy import, a warning and its line) keeps its points.
+(helper modules, a library's lazy import, a warning and its line, ``@dataclass``, ``namedtuple``
+and ``typing.NamedTuple``, which compile the methods they write) keeps its points.
 """
 
 from __future__ import annotations
@@ -66,9 +67,13 @@ CASES = {
     "eval": ('eval("1")', "code"),
     "marshal": (f"import marshal; marshal.loads({marshal.dumps(compile('1', 'x', 'eval'))!r})",
                 "code"),
-    "dataclass": ("import dataclasses\n"
-                  "    @dataclasses.dataclass\n    class Point:\n        x: int = 0", "code"),
-    "namedtuple": ('import collections; collections.namedtuple("Pair", "a b")', "code"),
+    # a dataclass whose field name is code: the text @dataclass writes would run it
+    "dataclass-field": ("import dataclasses\n    dataclasses.dataclass(type('Point', (), "
+                        "{'__annotations__': {'x=print(1)': int}}))", "code"),
+    "string-annotation": ("import functools\n    @functools.singledispatch\n"
+                          "    def dispatch(value):\n        return value\n"
+                          "    @dispatch.register\n    def _(value: 'float'):\n"
+                          "        return value", "code"),
     "measure": ('np.testing.measure("1")', "interpreter"),
     "open": ('open("/etc/hostname").read()', "files"),
     "own-file-written": ('open(__file__, "a")', "files"),
@@ -129,12 +134,30 @@ def shifted(x, axis):
 '''
 
 HONEST = """
+import collections
+import typing
+from dataclasses import dataclass, field
+
 import numpy as np
 import numpy.polynomial  # not loaded yet: numpy imports it now, under the hook
 
 from .helpers.tools import shifted
 
 ORDER = numpy.polynomial.Polynomial([0, 1]).degree()
+
+
+@dataclass(frozen=True)
+class Shape:  # @dataclass and namedtuple write their methods as text, and compile it
+    rows: int
+    axes: list = field(default_factory=list)
+
+
+class Pair(typing.NamedTuple):
+    first: "np.ndarray"
+    second: float = 0.0
+
+
+LIMITS = collections.namedtuple("Limits", "low high")(Shape(2).rows, Pair(np.ones(1)).second)
 """
 
 

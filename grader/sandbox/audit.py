@@ -24,6 +24,10 @@ anything else:
   measured to raise (``LIBRARY_IMPORT``); the code it compiles or runs from a library's file
   must be the file of the module imported (a finder of the student's could hand the import
   system ``torch/nn/functional.py`` under a new name).
+- **Classes that write their own methods.** ``@dataclass``, ``namedtuple`` and
+  ``typing.NamedTuple`` compile the methods they make from text, and typing compiles a string
+  annotation (never runs it here): admitted from their own code, for fields named by plain
+  identifiers (``class_factories``).
 - **Reading frames for a traceback.** ``traceback``'s own functions may read the frames they
   turn into text (the worker's error report, torch's anomaly mode), and so may the worker's
   ``readers``; ``linecache`` may read a source file of the standard library or a package (to
@@ -35,19 +39,17 @@ frames, a function's code, ``gc``'s object lists, tracing, another audit hook) e
 worker at once with the exit code of its kind (``REFUSED``), which the grading process reads
 from the kernel, as it reads torch's attention guard's (``operators``): the exercise scores 0
 with the kind's sentence. No exception is raised, so no ``try`` of the student's can swallow
-the refusal. ``@dataclass`` and ``namedtuple`` compile the methods they make from a string, and
-are refused too in the student's code (no entry of the zoo, and no file of the key, uses them;
-checking the text they generate against field names a student can forge is a parser of its
-own), though a library's module may use them as it is imported.
+the refusal.
 
-PEP 578 says an audit hook is no sandbox on its own: code that raises no event (a function
-given another's globals, a module attribute changed, a library's native code that opens a file
-by its path, as ``torch.from_file`` does) is not seen, and the frames a traceback reads could
-be handed out. This is the second layer, under the source rule and over the
-kernel's (``bounds``); what it guarantees rests on the events above. The hook holds its state
-in its closure, never reads a module global or calls a method of a student's object, and is
-the only reference to that closure: nothing the student's code can reach changes what it
-admits. Standard library only: the zygote ships this file as source.
+PEP 578 says an audit hook is no sandbox on its own: code that raises no event (a module's
+attribute changed, a library's native code that opens a file by its path, as
+``torch.from_file`` does) is not seen, and the frames a traceback reads could
+be handed out. This is the second layer, under the source rule and over the kernel's
+(``bounds``); what it guarantees rests on the events above. The hook holds its state
+in its closure, never looks up a global or a builtin of its own (the student's code may change
+them) nor calls a method of a student's object, and is the only reference to that closure:
+nothing the student's code can reach changes what it admits. Standard library only: the
+zygote ships this file as source.
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ from types import CodeType
 # rest) and what the report says it tried to do.
 KINDS = (
     (87, "code", ("compile", "exec", "marshal.", "code.", "function.", "cpython.", "pickle."),
-     "compile code from a string (exec, eval or compile, as @dataclass and namedtuple do)"),
+     "compile code from a string (exec, eval or compile)"),
     (88, "import", ("import",), "import a module that is not on the exercise's list"),
     (89, "process", ("os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork",
                      "os.forkpty", "os.kill", "os.killpg", "subprocess.", "pty.",
@@ -91,6 +93,9 @@ LIBRARY_IMPORT = frozenset({
     "import", "open", "os.listdir", "compile", "exec", "marshal.loads", "object.__getattr__",
     "object.__setattr__", "sys._getframe", "os.mkdir", "os.remove", "os.putenv"})
 READ_MODES = frozenset({"r", "rb"})
+# What ``@dataclass`` and ``namedtuple`` raise as they make a class (``class_factories``).
+CLASS_FACTORY = frozenset({"compile", "exec", "sys._getframe", "object.__getattr__",
+                           "object.__setattr__"})
 
 
 def own_files(folder: str) -> tuple[dict[str, bytes], frozenset[str], frozenset[str]]:
@@ -123,6 +128,109 @@ def library_folders(modules: Iterable[str]) -> tuple[str, ...]:
     return tuple(sorted(folders))
 
 
+def code_objects(*owners: object) -> frozenset[CodeType]:
+    """Every code object of the functions and methods of ``owners`` (modules), nested ones
+    included."""
+    import inspect
+
+    found: set[CodeType] = set()
+    todo: list[CodeType] = []
+    for owner in owners:
+        for value in vars(owner).values():
+            members = vars(value).values() if inspect.isclass(value) else (value,)
+            for member in members:
+                function = getattr(member, "__func__", member)
+                if inspect.isfunction(function):
+                    todo.append(function.__code__)
+    while todo:
+        code = todo.pop()
+        if code not in found:
+            found.add(code)
+            todo += [c for c in code.co_consts if isinstance(c, CodeType)]
+    return frozenset(found)
+
+
+def class_factories():
+    """A check of the events ``@dataclass`` and ``namedtuple`` (``typing.NamedTuple`` too) raise
+    as they make a class of the student's: the methods they write as text, compiled and run,
+    and what they read and set on the way. Admitted where the event comes from the factory's
+    own code, with nothing between it and the factory's entry but its own code (and
+    ``inspect``'s, which a dataclass's docstring is made with), and only for a class whose field
+    names are plain identifiers: a field name is the one part of that text a student chooses
+    (a ``str`` subclass, or ``__annotations__`` written by hand, could make it code)."""
+    import collections
+    import dataclasses
+    import inspect
+    import keyword
+    import typing
+
+    process_class = dataclasses._process_class.__code__  # type: ignore[attr-defined]
+    create_fn = dataclasses._create_fn.__code__  # type: ignore[attr-defined]
+    namedtuple = collections.namedtuple.__code__
+    named_tuple_class = typing.NamedTupleMeta.__new__.__code__  # class T(typing.NamedTuple)
+    forward_reference = typing.ForwardRef.__init__.__code__  # compiled, run only to evaluate
+    factory = code_objects(dataclasses, inspect)
+    settings = vars(dataclasses)  # where _create_fn's text finds __post_init__'s name
+    field_, name_of = dataclasses.Field, vars(dataclasses.Field)["name"].__get__
+    keywords = frozenset(keyword.kwlist)
+    type_, str_, dict_, tuple_ = type, str, dict, tuple
+
+    def plain(name: object) -> bool:
+        return (type_(name) is str_ and name.isascii() and name.isidentifier()
+                and name not in keywords)
+
+    def dataclass_fields(frame) -> bool:
+        """From ``frame`` up to ``_process_class``, dataclasses' or inspect's code only, and
+        the class's fields named by plain identifiers."""
+        while frame is not None:
+            code = frame.f_code
+            if code is process_class:
+                fields = frame.f_locals.get("fields")
+                if type_(fields) is not dict_:
+                    return False
+                for name, field in fields.items():
+                    if not plain(name) or type_(field) is not field_ \
+                            or name_of(field, field_) is not name:
+                        return False
+                post_init = settings.get("_POST_INIT_NAME")
+                return type_(post_init) is str_ and post_init == "__post_init__"
+            if code not in factory:
+                return False
+            frame = frame.f_back
+        return False
+
+    def admitted(event: str, first: object, second: object, frame) -> bool:
+        code = frame.f_code
+        named = type_(second) is str_  # an attribute's name, for the two attribute events
+        if code is forward_reference:  # a string annotation: its evaluation (exec) is refused
+            return event == "compile"
+        if code is named_tuple_class:  # the bases and name of the class namedtuple just made
+            return event == "object.__setattr__" and named \
+                and second in ("__bases__", "__qualname__") \
+                and first is frame.f_locals.get("nm_tpl")
+        if code is namedtuple:
+            names = frame.f_locals.get("field_names")
+            if type_(names) is not tuple_ or not plain(frame.f_locals.get("typename")):
+                return False
+            for name in names:
+                if not plain(name):
+                    return False
+            return event in ("compile", "exec", "sys._getframe") or (
+                event == "object.__setattr__" and named and second in ("__defaults__",
+                                                                       "__module__"))
+        if event in ("compile", "exec"):
+            return code is create_fn and dataclass_fields(frame)
+        if event == "object.__getattr__":
+            return named and second in ("__code__", "__defaults__", "__kwdefaults__") \
+                and code in factory and dataclass_fields(frame)
+        if event == "object.__setattr__":
+            return named and second in ("__doc__", "__qualname__") and code in factory \
+                and dataclass_fields(frame)
+        return False
+
+    return admitted
+
+
 def arm(folder: str, package: str, imports: Iterable[str],
         readers: Iterable[CodeType] = ()) -> None:
     """Install the hook: from now on this process may do only what an honest worker does.
@@ -153,12 +261,14 @@ def arm(folder: str, package: str, imports: Iterable[str],
     extract_stack = traceback.extract_stack.__code__
     linecache_open = tokenize.open.__code__
     kinds = tuple((name, code) for code, _, names, _ in KINDS for name in names)
+    made_by_a_class_factory = class_factories()
     # Everything the hook uses is bound here, in its closure: it never looks up a global or a
     # builtin (the student's code may replace ``builtins.type`` or this module's constants).
     getframe, ident, exit_, write = sys._getframe, _thread.get_ident, os._exit, os.write
     type_, str_, bytes_, code_, len_ = type, str, bytes, CodeType, len
     sep, init = os.sep, os.sep + "__init__.py"
     harmless, import_events, read_modes = HARMLESS, LIBRARY_IMPORT, READ_MODES
+    factory_events = CLASS_FACTORY
     collecting, stop_collecting, collect = gc.isenabled, gc.disable, gc.enable
     busy: set[int] = set()  # the threads in the hook: their own frame reads are the hook's
     made: set[str] = set()  # the files of code a library's import compiled (a template's)
@@ -237,6 +347,8 @@ def arm(folder: str, package: str, imports: Iterable[str],
             if reader is walk_tb and caller is not None and caller.f_code is extract:
                 return True
         elif event == "sys._getframe" and frame.f_code is extract_stack:
+            return True
+        if event in factory_events and made_by_a_class_factory(event, first, second, frame):
             return True
         if event not in import_events:
             return False
