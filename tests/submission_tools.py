@@ -42,12 +42,14 @@ def tree_digest(*roots: Path) -> dict[str, str]:
     return digests
 
 
-# ``python -m grader`` with the source rule switched off in that process (every file passes it),
-# as if a student had found a way past it: the attacks of the tests that prove the layers
-# outside the student's process (the worker's files and memory, the kernel, torch's
-# dispatcher, the grading process) run through it. In-process, ``rule_off(monkeypatch)``.
-RULE_OFF = ("import sys; from grader.core import engine; "
+# ``python -m grader`` with the source rule switched off in that process (every file passes it)
+# and the worker's audit hook with it, as if a student had found a way past both: the attacks
+# of the tests that prove the layers outside the student's process (the worker's files and
+# memory, the kernel, torch's dispatcher, the grading process) run through it. In-process,
+# ``rule_off(monkeypatch)``. The hook's own tests leave it on (``tests/test_audit_hook.py``).
+RULE_OFF = ("import sys; from grader.core import engine, student; "
             "engine._verdict = lambda *args, **kwargs: None; "
+            "student._audited = lambda: False; "
             "from grader.integrations.routes.cli import main; sys.exit(main(sys.argv[1:]))")
 
 
@@ -57,10 +59,12 @@ def grader_command(python: str | Path, *args: str, rule: bool = True) -> list[st
 
 
 def rule_off(monkeypatch) -> None:
-    """Switch the source rule off in this process (and the graders a batch forks from it)."""
-    from grader.core import engine
+    """Switch the source rule and the audit hook off in this process (and the graders a batch
+    forks from it)."""
+    from grader.core import engine, student
 
     monkeypatch.setattr(engine, "_verdict", lambda *args, **kwargs: None)
+    monkeypatch.setattr(student, "_audited", lambda: False)
 
 
 # The kit's exercises, as the default course (course.toml) enables them.

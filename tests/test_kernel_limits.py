@@ -6,7 +6,8 @@ Rlimits alone left out what these attacks use: ``RLIMIT_DATA`` does not count sh
 mapping counts, a student's processes were counted per uid (every worker of a user grading
 without root shares one), and a student's 64 allowed busy processes took the CPU a classmate
 graded beside them needed. Each test loads a student file straight into a worker (its code runs
-at import, past the source rule, which would refuse its ``import os``), as the engine does.
+at import, past the source rule, which would refuse its ``import os``, and past the worker's
+audit hook, which would end it at its first ``mmap`` or ``fork``), as the engine does.
 
 These run twice in ``make test``: as root (here, with the memory, pids and cpu controllers) and
 as uid 65534 (``tests/test_as_user.py``: user namespaces and rlimits, no cgroup delegated).
@@ -33,6 +34,14 @@ from grader.sandbox.errors import StudentError, WorkerLost
 from grader.sandbox.isolation import Sandbox
 
 GROUPED = cgroups.controllers()  # () where each worker is bounded by rlimits alone
+
+
+@pytest.fixture(autouse=True)
+def past_the_audit_hook(monkeypatch):
+    """The kernel's bounds are tested on their own: the hook above them is switched off."""
+    from grader.core import student
+
+    monkeypatch.setattr(student, "_audited", lambda: False)
 
 SOFTMAX = """
 import numpy as np

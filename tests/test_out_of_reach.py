@@ -11,9 +11,10 @@ mha recreated from torch's source, and the grading process made to build a 14 GB
 
 Each scores 0 on its exercise twice over: with the source rule, which refuses it and names the
 line; and with the rule switched off (``engine._verdict`` patched to pass every file, as if a
-student had found a way past it), where what holds is outside the student's process: the
-worker's files and memory (no torch in a NumPy worker, no key anywhere), torch's dispatcher,
-the kernel's account of memory, and a worker of their own for the hidden checks.
+student had found a way past it) and the worker's audit hook with it (``tests/test_audit_hook.py``
+tests the hook on its own), where what holds is outside the student's process: the worker's
+files and memory (no torch in a NumPy worker, no key anywhere), torch's dispatcher, the
+kernel's account of memory, and a worker of their own for the hidden checks.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from submission_tools import CORE, KIT, SOLUTIONS
+from submission_tools import CORE, KIT, SOLUTIONS, rule_off
 
 from grader.core import engine
 from grader.integrations.outputs import report
@@ -53,8 +54,8 @@ KEY_LINES = sorted({
 
 
 def graded(folder: Path, monkeypatch: pytest.MonkeyPatch | None = None):
-    if monkeypatch is not None:  # the rule switched off: every file passes it
-        monkeypatch.setattr(engine, "_verdict", lambda *args, **kwargs: None)
+    if monkeypatch is not None:  # the rule switched off (every file passes it), and the hook
+        rule_off(monkeypatch)
     return engine.grade_submission(folder, limits=engine.Limits(timeout=60))
 
 
@@ -201,10 +202,10 @@ def test_a_proxy_question_too_big_costs_its_exercise_not_the_run():
 
 
 def test_past_the_rule_torch_source_is_the_limit(monkeypatch):
-    # What the README says the kit cannot promise: a torch worker can read torch's Python
-    # source, and exec of multi_head_attention_forward's text makes a copy the kit never
-    # replaced, built of ordinary operators. Only the source rule stands in the way (it refuses
-    # mha-reload-a: test_each_attack_is_refused_by_the_rule_with_its_line).
+    # A torch worker can read torch's Python source, and exec of multi_head_attention_forward's
+    # text makes a copy the kit never replaced, built of ordinary operators. Only the source
+    # rule (it refuses mha-reload-a: test_each_attack_is_refused_by_the_rule_with_its_line) and
+    # the audit hook (it refuses the open: test_audit_hook) stand in the way.
     mha = graded(ATTACKS / "mha-reload-b", monkeypatch).results["mha"]
     assert mha.score == mha.max_score
 

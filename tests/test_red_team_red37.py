@@ -264,7 +264,7 @@ def attack(name: str) -> dict:
                                      and "memory" in sandbox.group.controllers)
         try:
             sandbox.request("load", functions=["softmax"], siblings={}, ops={},
-                            framework="numpy")
+                            framework="numpy", audited=False)  # the kernel's bounds alone
             value = sandbox.request("call", func="softmax", args=[[0.0, 0.0]], kwargs={})
             found["value"] = [float(v) for v in value]
         except StudentError as error:

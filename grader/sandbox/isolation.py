@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from . import call_limit, cgroups, protocol, readers, zygote_client
+from .audit import REFUSED
 from .confine import (  # noqa: F401  (GiB, Limits, unprivileged_user: re-exported)
     GiB,
     Limits,
@@ -320,6 +321,8 @@ class Sandbox:
             return f"the worker crashed with signal {name}"
         if os.WIFEXITED(status) and os.WEXITSTATUS(status) == EXIT_FORBIDDEN:
             return FORBIDDEN
+        if os.WIFEXITED(status) and os.WEXITSTATUS(status) in REFUSED:  # the audit hook
+            return REFUSED[os.WEXITSTATUS(status)]
         if os.WIFEXITED(status):
             return f"the code ended the worker process (exit code {os.WEXITSTATUS(status)})"
         return "the worker ended"

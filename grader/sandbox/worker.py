@@ -17,9 +17,11 @@ The worker knows nothing of the exercises: the ``load`` request brings the funct
 must define, the names the proxies export and the source of the exercise's operations, which
 run with the worker's helpers in scope (``grader.sandbox.operation_helpers``, split from this
 module: ``plain``, ``BadReturn``, ``seed_cpu``, ``linears``, ``load_state``,
-``run_backward``). This module imports only the standard library, NumPy, torch (lazily: a
-NumPy exercise's worker has none), ``protocol`` and ``operation_helpers``: the zygote runs it
-from source.
+``run_backward``). Before the student's file is imported, the worker arms the audit hook
+(``grader.sandbox.audit``): from then on, compiling a string, opening a file, an import outside
+the exercise's list, native code, a process or a socket ends it. This module imports only the
+standard library, NumPy, torch (lazily: a NumPy exercise's worker has none), ``protocol``,
+``operation_helpers`` and ``audit``: the zygote runs it from source.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from . import protocol
+from . import audit, protocol
 from .operation_helpers import (
     ANOMALY_ADVICE,
     BadReturn,
@@ -172,8 +174,9 @@ def proxy_module(ask: Asker, package: str, exercise: str,
 
 # -- one session --------------------------------------------------------------------------------
 class Session:
-    def __init__(self, config: dict[str, Any], ask: Asker):
+    def __init__(self, config: dict[str, Any], ask: Asker, audited: bool = True):
         self.folder = Path(config["folder"])
+        self.audited = audited  # the student's file loads under the audit hook
         self.exercise = config["exercise"]
         self.package = config["package"]
         self.module: Any = None
@@ -183,7 +186,8 @@ class Session:
 
     # -- requests ---------------------------------------------------------------------------
     def load(self, functions: list[str], siblings: dict[str, dict[str, str]],
-             ops: dict[str, str], framework: str = "torch") -> dict[str, Any]:
+             ops: dict[str, str], framework: str = "torch",
+             imports: list[str] | None = None, audited: bool = True) -> dict[str, Any]:
         self.functions = tuple(functions)
         root = package_module(self.folder, self.package)
         for name, exports in siblings.items():
@@ -199,6 +203,9 @@ class Session:
             namespace = dict(helpers)
             exec(compile(prelude + source, f"<operation {op}>", "exec"), namespace)
             self.ops[op] = namespace[op]
+        if self.audited and audited:  # from here on, what the rule refuses ends the worker
+            audit.arm(str(self.folder), self.package, imports or (),
+                      readers=(_last_instruction.__code__,))
         self.module = load_exercise(self.folder, self.exercise, root)
         return {"missing": [f for f in self.functions if not hasattr(self.module, f)]}
 
@@ -247,14 +254,24 @@ def _raised_by(error: BaseException, path: Path) -> bool:
     """``error`` comes from a ``raise`` statement in the file ``path`` (a stub's own), not from
     a call that failed inside a library: torch's C++ code raises NotImplementedError too
     ("max_values_cpu" not implemented for 'ComplexDouble'), with the caller's frame last."""
-    tb = error.__traceback__
-    if tb is None:
+    last = _last_instruction(error.__traceback__)
+    if last is None:
         return False
+    filename, raised = last
+    return raised and Path(filename).resolve() == path.resolve()
+
+
+def _last_instruction(tb: types.TracebackType | None) -> tuple[str, bool] | None:
+    """The file of the last frame of ``tb`` and whether its last instruction raises; the one
+    place the worker reads a frame itself (the audit hook admits it here, and it returns no
+    frame)."""
+    if type(tb) is not types.TracebackType:
+        return None
     while tb.tb_next is not None:
         tb = tb.tb_next
     code, at = tb.tb_frame.f_code, tb.tb_lasti
     raised = code.co_code[at] == dis.opmap["RAISE_VARARGS"] and code.co_code[at + 1] > 0
-    return raised and Path(code.co_filename).resolve() == path.resolve()
+    return code.co_filename, raised
 
 
 def _in_folder(filename: str, folder: Path) -> bool:
@@ -293,15 +310,17 @@ def _describe(error: BaseException, folder: Path, exercise: str) -> dict[str, An
     }
 
 
-def serve(sock: socket.socket, config: dict[str, Any]) -> None:
+def serve(sock: socket.socket, config: dict[str, Any], audited: bool = True) -> None:
     """Answer requests until told to exit or the grading process goes away. Every reply echoes
-    its request's ``id``; a proxy's question in between carries it too."""
+    its request's ``id``; a proxy's question in between carries it too. ``audited``: the
+    student's file loads under the audit hook (``audit.arm``; the answer key's trusted worker
+    does without)."""
     # A forked worker inherits the grading process's warning filters (pytest turns warnings
     # into errors). Clear them: a student's warning is printed to the worker's output, never
     # raised, whoever started the grading.
     warnings.resetwarnings()
     ask = Asker(sock)
-    session = Session(config, ask)
+    session = Session(config, ask, audited)
     while True:
         try:
             request = protocol.recv(sock)

@@ -3,9 +3,9 @@
 A worker must not be a fork of a process that holds the kit (its references are answers), so
 the grading process never forks workers itself. It starts this zygote once, as a fresh
 interpreter in isolated mode (``python -I``) that is sent the sources of the sandbox modules
-(``SOURCES``: protocol, bounds, confine, mounts, operators, operation_helpers, worker and this
-one) and imports the modules in ``PRELOAD``: nothing else of the kit, and the kit is not on its
-import path. There is one zygote per framework: the NumPy exercises' zygote never imports
+(``SOURCES``: protocol, bounds, confine, mounts, operators, operation_helpers, audit, worker
+and this one) and imports the modules in ``PRELOAD``: nothing else of the kit, and the kit is
+not on its import path. There is one zygote per framework: the NumPy exercises' zygote never imports
 torch (nor scipy, jax or tensorflow), so no object of theirs is in a NumPy worker's memory; the
 torch exercises' zygote imports torch and blocks torch's attention operators at its dispatcher
 (``operators.block_attention``) before any worker is forked. Each grading process then
@@ -38,8 +38,8 @@ from typing import Any
 
 from . import confine, mounts, operators, protocol, worker
 
-SOURCES = ("protocol", "bounds", "confine", "mounts", "operators", "operation_helpers", "worker",
-           "zygote")
+SOURCES = ("protocol", "bounds", "confine", "mounts", "operators", "operation_helpers", "audit",
+           "worker", "zygote")
 # A torch worker that calls one of torch's attention operators ends with this exit code
 # (``operators.block_attention``); the grading process reports it as a broken rule.
 EXIT_FORBIDDEN = 86
@@ -54,8 +54,8 @@ sources = json.loads(line)
 package = types.ModuleType("_sandbox")
 package.__path__ = []
 sys.modules["_sandbox"] = package
-for name in ("protocol", "bounds", "confine", "mounts", "operators", "operation_helpers", "worker",
-             "zygote"):
+for name in ("protocol", "bounds", "confine", "mounts", "operators", "operation_helpers", "audit",
+             "worker", "zygote"):
     module = types.ModuleType("_sandbox." + name)
     module.__package__ = "_sandbox"
     sys.modules[module.__name__] = module
@@ -332,7 +332,7 @@ def run_worker(config: dict[str, Any], options: dict[str, Any], mode: str, work_
                          tuple(user) if user and as_root else None, config["folder"],
                          mode=mode, grouped=options.get("grouped") or ())
         sock = socket.socket(fileno=work_fd)
-        worker.serve(sock, config)
+        worker.serve(sock, config, audited=not options["trusted"])
     except BaseException:
         code = 70
         with contextlib.suppress(Exception):  # the kit's own failure: for the instructor

@@ -1,0 +1,8 @@
+"""attention: a classmate's file, kept reversed in a string and run by numpy.testing.measure in
+this module's namespace. The similarity check compares the files' text, and the source rule
+reads no string."""
+import numpy as np
+
+CLASSMATE = '\n)epytd_tuo(epytsa.sthgiew ,)epytd_tuo(epytsa.tuo nruter    \n)46v ,sthgiew ,"dq...>-dk...,kq..."(musnie.pn = tuo    \n)eurT=smidpeek ,1-=sixa(mus.e / e = sthgiew    \n)pot - serocs(pxe.pn = e    \n)"yek on ot dnetta yam yreuq emos"(rorrEeulaV esiar        \n:)(yna.)pot(fnigensi.pn fi    \n)eurT=smidpeek ,1-=sixa(xam.serocs = pot    \n)serocs ,fni.pn- ,ksam(erehw.pn = serocs        \n)"naeloob eb tsum ksam eht"(rorrEeulaV esiar            \n:"b" =! dnik.epytd.ksam fi        \n)ksam(yarrasa.pn = ksam        \n:enoN ton si ksam fi    \n)]1-[epahs.q(trqs.pn / )46k ,46q ,"kq...>-dk...,dq..."(musnie.pn = serocs    \n))v ,k ,q( ni a rof )46taolf.pn(epytsa.a( = 46v ,46k ,46q    \n)23taolf.pn ,v ,k ,q(epyt_tluser.pn = epytd_tuo    \n)"}epahs.v{ v ,}epahs.k{ k ,}epahs.q{ q sepahs elbitapmocni"f(rorrEeulaV esiar        \n:]2-[epahs.v =! ]2-[epahs.k ro ]1-[epahs.k =! ]1-[epahs.q fi    \n))v ,k ,q( ni a rof )a(yarrasa.pn( = v ,k ,q    \n:)enoN=ksam ,v ,k ,q(noitnetta_tcudorp_tod_delacs fed\n\n\nswor > sloc nruter    \n))t ,t((secidni.pn = sloc ,swor    \n)"}r!t{ ton ,tni evitisop a eb tsum t"f(rorrEeulaV esiar        \n:0 =< t ro ))regetni.pn ,tni( ,t(ecnatsnisi ton ro loob si )t(epyt fi    \n:)t(ksam_lasuac fed\n\n\npn sa ypmun tropmi\n\n""".kcab tsac dna edisni 46taolf ,xamtfos nwo sti ,musnie :elyts rehtona ,tcerroC"""'
+
+np.testing.measure(CLASSMATE[::-1])
