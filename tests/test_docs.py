@@ -112,9 +112,6 @@ def test_paragraphs_are_counted_as_a_reader_sees_them():
 
 @pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
 def test_no_paragraph_is_over_150_words(doc):
-    if doc.name == "contributing.md":  # its owner's page: it joins the rule when it keeps it
-        pytest.xfail("contributing.md keeps one paragraph of 174 words; strict, so it fails "
-                     "once that paragraph is split")
     long = [f"{len(p.split())} words: {p[:60]}..." for p in paragraphs(doc.read_text())
             if len(p.split()) > MAX_WORDS]
     assert long == []
