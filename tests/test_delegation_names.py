@@ -217,6 +217,18 @@ STYLES = {
             Square.apply(w).sum().backward()
             step.step()
     ''',
+    "own attributes named like a family's (f_proj, co_attn, a write pointer)": '''
+        import numpy as np
+
+        class Cache:
+            def __init__(self):
+                self.f_proj, self.co_attn, self.ptr, self.write_ptr = 1.0, 2.0, 0, 0
+
+            def advance(self, x):
+                self.ptr += len(x)
+                self.write_ptr = self.ptr
+                return np.asarray(x) * self.f_proj + self.co_attn
+    ''',
     "functools, comprehensions, lambdas, dtypes, errors": '''
         import functools
         import numpy as np

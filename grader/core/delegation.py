@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import re
 import sys
+import types
 from dataclasses import dataclass
 
 SCIENTIFIC = ("torch", "scipy", "jax", "jaxlib", "tensorflow")
@@ -84,12 +85,18 @@ FORBIDDEN = frozenset("""getattr setattr delattr vars globals locals open exec e
 # alone) and kept off every module's list (tools/delegation_names.py). Frames, generators and
 # code objects (f_back, gi_frame, cr_code, tb_frame, co_consts: a frame's f_globals holds
 # __builtins__); raw memory (an array's ctypes, a bit generator's cffi and capsule, a tensor's
-# storage and data_ptr, as_strided, dlpack, frombuffer, shared memory); files and pickles
+# storage and data_ptr (a student's own ``self.ptr`` is not one), as_strided, dlpack, frombuffer, shared memory); files and pickles
 # (tofile, from_file, memmap, dump); compiling (nn.Module.compile). No honest file of the kit's
 # (tests/test_delegation.py) reads an attribute of these families.
-FAMILIES = re.compile(r"^(f|gi|cr|ag|tb|co)_|ctypes|cffi|capsule|storage|_strided|dlpack"
-                      r"|from_?buffer|(^|_)ptr$|^share_memory|(^|_|to|from|open)file"
-                      r"|mmap|(^|_)dumps?$|pickle|^compile$")
+# The frame family is the attributes those types have (``self.f_proj``, a student's own name,
+# is none of them), read from the interpreter that applies the rule.
+_INTERPRETER = tuple(sorted({name for kind in (
+    types.FrameType, types.CodeType, types.GeneratorType, types.CoroutineType,
+    types.AsyncGeneratorType, types.TracebackType) for name in dir(kind)
+    if re.match(r"(f|gi|cr|ag|tb|co)_", name)}))
+FAMILIES = re.compile(r"^(" + "|".join(_INTERPRETER) + r")$|ctypes|cffi|capsule|storage"
+                      r"|_strided|dlpack|from_?buffer|^data_ptr$|^share_memory"
+                      r"|(^|_|to|from|open)file|mmap|(^|_)dumps?$|pickle|^compile$")
 # Library internals a file may not name even when it binds the name itself (``self._C = 1``
 # does not make ``torch._C`` the file's own).
 INTERNAL = frozenset("""_C _VF _ops _dynamo _refs _prims _decomp _functorch _library
