@@ -7,8 +7,8 @@ attention from torch's source text, and ``attention-reversed`` runs a classmate'
 reversed string, both through ``numpy.testing.measure``, which compiles a string and runs it in
 its caller's namespace; ``softmax-dispatch`` writes its softmax in a string annotation of a
 ``functools.singledispatch`` overload, which ``typing.get_type_hints`` evaluates. On c6e9838
-they scored 25/25, 20/20 and 15/15 with the rule on; each scores 0 now, with the sentence of
-what it tried.
+they scored 25/25, 20/20 and 15/15 with the rule on; each scores 0 now, refused by the rule
+(it names the function) and, past the rule, by the hook, with the sentence of what it tried.
 
 Past the rule (``engine._verdict`` patched to pass every file, the hook left on), every kind of
 event the hook refuses ends the worker the same way, from inside a ``try`` too, and honest work
@@ -45,8 +45,13 @@ def graded(folder, exercises, monkeypatch=None):
     ("attention-reversed", "attention", "interpreter"),
     ("softmax-dispatch", "softmax", "code"),
 ])
-def test_a_string_run_by_an_admitted_library_scores_nothing(attack, exercise, kind):
+def test_a_string_run_by_an_admitted_library_scores_nothing(attack, exercise, kind,
+                                                            monkeypatch):
+    # The allow-list rule now refuses the function by its dotted name before anything runs ...
     outcome = graded(ATTACKS / attack, [exercise])[exercise]
+    assert outcome.score == 0 and outcome.error.startswith("it uses "), outcome.error
+    # ... and past the rule, the hook refuses what the function does at run time.
+    outcome = graded(ATTACKS / attack, [exercise], monkeypatch)[exercise]
     assert outcome.score == 0 and outcome.error == SENTENCE[kind], outcome.error
     assert all(not c.passed for c in outcome.checks)
 
@@ -161,7 +166,7 @@ LIMITS = collections.namedtuple("Limits", "low high")(Shape(2).rows, Pair(np.one
 """
 
 
-def test_honest_work_keeps_its_points_under_the_hook(tmp_path):
+def test_honest_work_keeps_its_points_under_the_hook(tmp_path, monkeypatch):
     body = SOFTMAX.split("import numpy as np\n", 1)[1]
     own = body.replace("converted - np.max(converted, axis=axis, keepdims=True)",
                        "shifted(converted, axis)").replace("shifted = ", "moved = ")
@@ -172,7 +177,8 @@ def test_honest_work_keeps_its_points_under_the_hook(tmp_path):
         "softmax.py": HONEST + own,
         "helpers/__init__.py": "",
         "helpers/tools.py": HELPER}, base=None)
-    result = graded(folder, ["softmax"])["softmax"]
+    # the rule off: numpy.polynomial (a lazy import of a library's own) is off its list
+    result = graded(folder, ["softmax"], monkeypatch)["softmax"]
     assert result.error is None and result.score == result.max_score, result.error
     assert "audit" not in result.output
     assert "UserWarning: shifting" in result.output  # its line read from the helper's file

@@ -101,7 +101,7 @@ def test_a_process_of_another_user_is_named_in_grades_isolation_line(tmp_path):
         assert f"uid {STRANGER}" in (seen.others or ())
         assert f"uid {sandbox}" not in (seen.others or ())
         done = subprocess.run([sys.executable, "-m", "grader", "grade", str(SOLUTIONS),
-                               "--exercise", "softmax"], capture_output=True, text=True,
+                               "--exercise", "softmax", "-v"], capture_output=True, text=True,
                               timeout=600)
     finally:
         for sleeper in sleepers:
