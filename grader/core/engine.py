@@ -36,7 +36,7 @@ from .submission import (  # noqa: F401  (BadSubmission, the limits and the copy
     copy_submission,
     protect_key,
 )
-from .vacuous import MISFIT_LINE, InformativeCalls, verdicts, withhold
+from .vacuous import MISFIT_LINE, Judge
 
 # Small tensors gain nothing from threads, and a forked worker must not inherit a busy pool.
 torch.set_num_threads(1)
@@ -191,8 +191,7 @@ def grade_exercise(
     found: list[str] = []
     evidence: dict[str, list[tuple]] = {}  # a failing check -> the calls of its shown example
     probed: dict[str, tuple] = {}  # a misconception -> the probe's call that showed it
-    calls: dict[str, set[str]] = {}  # check -> the functions and operations it called
-    ignored: dict[str, str] = {}  # function or operation -> why it ignores its input
+    judge = Judge(exercise)  # what each check's calls show of their input
     framework = exercise.framework
     try:
         with Sandbox(view, exercise.name, limits=limits, framework=framework) as sandbox:
@@ -200,16 +199,12 @@ def grade_exercise(
                 student = _loaded(sandbox, exercise, key)
                 ctx = Context(student, None, devices)
                 student._calls = ctx.calls
-                # the informative calls, each before the check the secret chooses
-                informative = InformativeCalls(exercise, student, secret, len(visible))
-                for place, check in enumerate(visible):
-                    informative.due(place)
+                for check in visible:
                     result.checks.append(_run_noting_calls(check, ctx, course, points, secret,
-                                                           calls))
+                                                           judge))
                     evidence[check.name] = list(ctx.calls)
                 if not all(c.passed for c in result.checks):
                     found = diagnose(exercise, student, probed)  # probes are visible calls
-                ignored = verdicts(informative)
             finally:
                 result.output = _printed(sandbox)
     except (_LoadFailed, WorkerLost) as error:
@@ -220,14 +215,13 @@ def grade_exercise(
         return result
     note_misconceptions(result, found, hints=course.hints, exercise=exercise,
                         evidence=evidence, probed=probed)
-    for c in result.checks:
-        withhold(c, calls.get(c.name, set()), ignored)
+    judge.withhold(result.checks)
     # The visible verdicts are final: the hidden phase only adds the hidden checks' own.
     if hidden:
         graded, printed = _hidden_phase(
             view, exercise, hidden, course=course, key=key, limits=limits,
             devices=devices, secret=secret, points=points, found=found,
-            failing=not all(c.passed for c in result.checks), ignored=ignored)
+            failing=not all(c.passed for c in result.checks), judge=judge)
         result.checks += graded
         result.output = joined_output(result.output, printed)
     return result
@@ -236,18 +230,18 @@ def grade_exercise(
 def _hidden_phase(view: Path, exercise: Exercise, hidden: list[Check], *, course: Course,
                   key: Path, limits: Limits, devices: tuple[str, ...],
                   secret: str, points: dict[str, float],
-                  found: list[str], failing: bool, ignored: dict[str, str],
+                  found: list[str], failing: bool, judge: Judge,
                   ) -> tuple[list[CheckResult], str]:
     """The hidden checks' results, in a worker of their own, and what it printed (for the
     instructor). Hints come from the visible diagnosis (``found``); where the visible checks
     all passed (``failing`` False) and a hidden one failed, from probes run here, after the
     hidden calls, so they go on the hidden checks alone (shown when grades are published),
     never on the exercise's list. A worker lost on the way costs every hidden check, each with
-    ``HIDDEN_LOST``; why it stopped goes to the instructor's output only."""
+    ``HIDDEN_LOST``; why it stopped goes to the instructor's output only. Each is judged on
+    its own calls by the visible phase's ``judge``, which judged the visible ones."""
     results: list[CheckResult] = []
     evidence: dict[str, list[tuple]] = {}
     probed: dict[str, tuple] = {}
-    calls: dict[str, set[str]] = {}
     printed = ""
     try:
         with Sandbox(view, exercise.name, limits=limits, framework=exercise.framework) as sandbox:
@@ -256,7 +250,7 @@ def _hidden_phase(view: Path, exercise: Exercise, hidden: list[Check], *, course
                 ctx = Context(student, AnswerKey(key, exercise), devices)
                 student._calls = ctx.calls
                 for check in hidden:
-                    results.append(_run_noting_calls(check, ctx, course, points, secret, calls))
+                    results.append(_run_noting_calls(check, ctx, course, points, secret, judge))
                     evidence[check.name] = list(ctx.calls)
                 if not found and not failing and not all(c.passed for c in results):
                     found = diagnose(exercise, student, probed)  # only a hidden one failed
@@ -268,17 +262,22 @@ def _hidden_phase(view: Path, exercise: Exercise, hidden: list[Check], *, course
         return [_zero(c, points[c.name], HIDDEN_LOST) for c in hidden], printed
     hint_checks(results, found, hints=course.hints, exercise=exercise, evidence=evidence,
                 probed=probed)
-    for c in results:
-        withhold(c, calls.get(c.name, set()), ignored)
+    judge.withhold(results)
     return results, printed
 
 
 def _run_noting_calls(check: Check, ctx: Context, course: Course, points: dict[str, float],
-              secret: str, calls: dict[str, set[str]]) -> CheckResult:
-    """``run_check``, noting in ``calls`` what the check called of the student's code."""
-    ctx.student.names_called.clear()
-    result = run_check(check, ctx, course, points[check.name], secret)
-    calls[check.name] = set(ctx.student.names_called)
+                      secret: str, judge: Judge) -> CheckResult:
+    """``run_check``, noting for ``judge`` what the check called of the student's code."""
+    student = ctx.student
+    student.names_called.clear()
+    student.judged_calls = []
+    try:
+        result = run_check(check, ctx, course, points[check.name], secret)
+    finally:
+        calls, student.judged_calls = student.judged_calls, None
+    judge.note(check.name, calls, student.names_called, passed=result.passed,
+               hidden=check.hidden)
     return result
 
 
