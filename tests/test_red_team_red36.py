@@ -29,10 +29,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from grader.core import submission, vacuous
+from grader.core import submission
 from grader.core.course import EXERCISES_BY_NAME
 from grader.core.engine import grade_submission
 from grader.core.submission import BadSubmission, copy_submission
+from grader.problems.softmax import FLOAT32_VISIBLE
 
 KIT = Path(__file__).resolve().parents[1]
 STUDENT = 65534  # the student's uid (nobody): a user with no rights of root's
@@ -279,7 +280,7 @@ def test_an_attention_that_answers_positional_calls_otherwise_keeps_no_uniform_p
 
 
 def test_the_form_of_a_call_is_the_contracts_whoever_makes_it():
-    """What the worker is sent for the checks' calls and the informative ones alike."""
+    """What the worker is sent for a call, whoever makes it (a check, a probe)."""
     from grader.core.student import canonical
 
     softmax = EXERCISES_BY_NAME()["softmax"]
@@ -294,12 +295,12 @@ def test_the_form_of_a_call_is_the_contracts_whoever_makes_it():
 
 
 def test_a_class_named_like_a_module_that_misfits_is_no_exemption(tmp_path):
-    """A uniform softmax that returns, on ONE informative call, an instance of a class named
-    "has another shape than" (the worker calls it "a has another shape than"), and uniform
-    weights everywhere else. On d63756d its reply read as a module that cannot take a call's
-    weights, the function was never judged, and it kept `softmax 7 / 15`. The file here knows
-    that call's logits (a student would guess at them: one hit among the six is enough)."""
-    first = vacuous.examples(EXERCISES_BY_NAME()["softmax"], "softmax", "")[0][0]
+    """A uniform softmax that returns, on ONE call, an instance of a class named "has another
+    shape than" (the worker calls it "a has another shape than"), and uniform weights
+    everywhere else. On d63756d its reply read as a module that cannot take a call's weights,
+    the function was never judged, and it kept `softmax 7 / 15`. The call is one a check
+    makes: a reply that is no answer counts against that call alone."""
+    first = FLOAT32_VISIBLE.logits
     (tmp_path / "softmax.py").write_text(CHECKED_SOFTMAX + textwrap.dedent(f'''
 
         Misfit = type("has another shape than", (), {{}})
