@@ -18,10 +18,11 @@ import numpy as np
 import pytest
 from submission_tools import COURSE, EXERCISES, SOLUTIONS, make_submission
 
-from grader.core import engine, vacuous
+from grader.core import engine, movement, vacuous
 from grader.core.engine import CheckResult
+from grader.core.movement import Entries
 from grader.core.student import NotImplementedYet
-from grader.core.vacuous import Call, Entries, Judge, read
+from grader.core.vacuous import Call, Judge, read
 from grader.sandbox.errors import CallTimedOut, StudentError
 
 SOFTMAX = EXERCISES["softmax"]
@@ -144,13 +145,13 @@ def test_infinite_entries_are_a_pattern_not_an_infinite_spread():
     bias = np.array([[0.0, -np.inf, -np.inf], [-0.5, 0.0, -np.inf], [-1.0, -0.5, 0.0]])
     entries = Entries(bias)
     assert (entries.spread, entries.uniform) == (0.5, False)  # in halves
-    assert vacuous.tells(entries) and not vacuous.constant(entries, entries)
-    assert vacuous.constant(Entries(np.zeros((3, 3))), entries)
-    assert vacuous.constant(Entries(np.full((3, 3), -np.inf)), entries)
-    assert not vacuous.constant(Entries(np.where(np.isinf(bias), bias, 0.0)), entries)
+    assert movement.tells(entries) and not movement.constant(entries, entries)
+    assert movement.constant(Entries(np.zeros((3, 3))), entries)
+    assert movement.constant(Entries(np.full((3, 3), -np.inf)), entries)
+    assert not movement.constant(Entries(np.where(np.isinf(bias), bias, 0.0)), entries)
     huge = np.array([-1e308, 1e308])  # no difference of two entries overflows
     assert Entries(huge).spread == 1e308
-    assert vacuous.same((Entries(bias), Entries(bias)), (Entries(bias), Entries(bias.T))) is True
+    assert movement.same((Entries(bias), Entries(bias)), (Entries(bias), Entries(bias.T))) is True
 
 
 def test_the_key_is_never_convicted_by_what_its_results_hold():

@@ -1,24 +1,25 @@
-"""No points for ignoring the input, judged on each check's own inputs.
+"""No points for ignoring the input, judged on each check's own calls.
 
 A uniform softmax meets "every row sums to 1" and "adding a constant changes nothing" whatever
 its input, and rejects NaN as the key does: those checks pass, and show nothing. So each
-exercise names what the student writes that must use its input (``EX.judge_input``), and every
-call a check makes of it is kept with its answer (``Call``, kept by ``Student``). Once the
-check has passed, the reference answers the same calls here, in the grading process, and the
-student's answers are judged next to the reference's, call by call and part by part (a part:
-one array of an answer, such as attention's weights), in ``Reading``.
+exercise names what the student writes that must use its input (``EX.judge_input``), and
+``Student`` keeps every call a check makes of it with its answer (``Call``). Once a check has
+passed, the reference answers the same calls here, in the grading process (``Judge.answer``,
+once per question), and each part of the student's answers is judged beside the reference's
+part in the same place (``read``; the comparisons are ``grader.core.movement``'s).
 
-A part of the reference's answer *tells* when its entries vary (beyond ``FLOOR`` of its size,
-or in where it holds -inf, inf or NaN). There, the student's part in the same place is quiet
-when it holds one repeated value (it varies less than ``TOLERANCE`` of what the reference's
-varies), is one of the call's arguments as given (where the reference's is not), is the same as
-its part for every other call of the check whose reference parts differ, or is no answer (an
-exception, NaN where the reference has none, no array: a module that cannot take the call's
-weights). Otherwise it moves. A check is judged on its own calls: it loses its points when, at
-some place of the answer that tells on them, no call moves. A check none of whose calls tells
-(each is an input the reference rejects) is judged by the others: it keeps its points when some
-check's calls, judged on their own, show the function using its input. An example the function
-cannot answer counts against that example, never as evidence about another.
+A call tells at a place where the reference's part varies (``tells``) and is none of the
+answers that need no use of the input: one of the call's arguments as given, or, where the
+call has a mask or entries that are not finite, the answer to the same call with every float
+set to 0 (``_Question.beyond``). There the student's part is quiet when it holds one repeated
+value, is an argument as given, is the answer for zeros, is the same as its part for every
+other call of the check whose reference parts differ (each within ``TOLERANCE`` of how far the
+reference's moves), or is no answer (an exception, NaN where the reference has none, no array:
+a module that cannot take the call's weights); otherwise it moves. A check loses its points
+when, at some place that tells on its calls, none moves. A check none of whose calls tells
+(each an input the reference rejects) is judged by the others: it keeps its points when some
+visible check's calls, judged on their own, show the function using its input. A call the
+function cannot answer counts against that call, never as evidence about another.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import copy
 import pickle
 import re
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,19 +36,11 @@ import numpy as np
 
 from ..sandbox.errors import CallTimedOut
 from .exercise import Exercise, Judged
+from .movement import Entries, constant, parts, same, tells, zeroed
 from .results import CheckResult
 
 NO_POINTS = "Passed, but no points: {label} ignores its input ({why}), so this property holds " \
             "whatever the input and shows nothing."
-# A part ignores its input where it moves less than this fraction of what the reference's part
-# moves (from one entry to the next, from an argument, from one call to another). Far above
-# rounding (1e-16 in float64, 6e-8 in float32: a right answer moves as the reference's does,
-# to within them) and far below how much any honest answer in the zoo moves; noise that is a
-# thousandth of the answer's own change is no use of the input.
-TOLERANCE = 1e-3
-# How much the reference's part must move (relative to its size, at least 1) to tell: well
-# clear of rounding, so the tolerance above is a fraction of a real change.
-FLOOR = 1e-2
 # The whole line ``operation_helpers.load_state`` writes of a module whose parameters cannot
 # take the weights a call sends (what ``engine`` tells the student then). A student's own text
 # (a class named "has another shape than") never matches it.
@@ -81,95 +74,6 @@ class Call:
 def kept(name: str, args: tuple, kwargs: dict, reply: Any) -> Call:
     """A ``Call``, its arguments copied (a check may change an array it has sent)."""
     return Call(name, copy.deepcopy(args), copy.deepcopy(kwargs), reply)
-
-
-# -- the parts of an answer -------------------------------------------------------------------
-def parts(value: Any, path: tuple = ()) -> Iterator[tuple[tuple, np.ndarray]]:
-    """The numeric arrays of two entries or more in a result or in arguments, each with its
-    place: dicts by key, tuples and lists of arrays one by one, a list of numbers as one
-    array, a tensor as its NumPy copy."""
-    if isinstance(value, dict):
-        for key in sorted(value, key=str):
-            yield from parts(value[key], (*path, str(key)))
-    elif isinstance(value, (list, tuple)) and any(
-            isinstance(v, (dict, list, tuple, np.ndarray)) or hasattr(v, "detach")
-            for v in value):
-        for index, item in enumerate(value):
-            yield from parts(item, (*path, index))
-    else:
-        if hasattr(value, "detach"):  # a torch tensor (a reference's answer)
-            try:
-                value = value.detach().cpu().numpy()
-            except Exception:
-                return
-        try:
-            array = np.asarray(value)
-        except Exception:  # a ragged list, an object that will not convert
-            return
-        if array.dtype.kind in "biuf" and array.size >= 2:
-            yield path, array
-
-
-class Entries:
-    """An array's entries as float64 halves (so no difference of two overflows) and the kind
-    of each: 0 finite, 1 NaN, 2 +inf, 3 -inf; with how far apart its finite entries are
-    (``spread``, 0 with fewer than two), the largest of them in size (``size``, at least
-    1/2: the halves of ``max(1, |x|)``) and whether every entry is of one kind
-    (``uniform``)."""
-
-    __slots__ = ("values", "kinds", "finite", "spread", "size", "uniform")
-
-    def __init__(self, array: np.ndarray):
-        self.values = np.asarray(array, dtype=np.float64) / 2
-        self.finite = bool(np.isfinite(self.values).all())
-        if self.finite:
-            self.kinds = np.zeros(self.values.shape, np.int8)
-            finite = self.values
-        else:
-            self.kinds = np.select([np.isnan(self.values), self.values == np.inf,
-                                    self.values == -np.inf], [1, 2, 3], 0).astype(np.int8)
-            finite = self.values[self.kinds == 0]
-        self.spread = float(finite.max() - finite.min()) if finite.size else 0.0
-        self.size = max(0.5, float(np.abs(finite).max()) if finite.size else 0.5)
-        self.uniform = self.finite or bool((self.kinds == self.kinds.flat[0]).all())
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self.values.shape
-
-    def gap(self, other: Entries) -> float:
-        """The largest difference between the entries finite in both (same shape)."""
-        if self.finite and other.finite:
-            return float(np.abs(self.values - other.values).max())
-        both = (self.kinds == 0) & (other.kinds == 0)
-        return float(np.abs(self.values - other.values)[both].max()) if both.any() else 0.0
-
-    def kinds_differ(self, other: Entries) -> bool:
-        return not (self.finite and other.finite) and bool((self.kinds != other.kinds).any())
-
-
-def tells(reference: Entries) -> bool:
-    """The reference's part varies: in where it holds -inf, inf or NaN, or beyond ``FLOOR``."""
-    return not reference.uniform or reference.spread >= FLOOR * reference.size
-
-
-def constant(got: Entries, reference: Entries) -> bool:
-    """``got`` holds one repeated value, next to a ``reference`` that ``tells``: every entry of
-    one kind, its finite ones within ``TOLERANCE`` of how far apart the reference's are."""
-    return got.uniform and got.spread <= TOLERANCE * reference.spread
-
-
-def same(got: tuple[Entries, Entries], want: tuple[Entries, Entries]) -> bool | None:
-    """Whether the two parts ``got`` are as good as the same where the reference's two
-    ``want`` differ (in where they hold -inf, inf or NaN, or beyond ``FLOOR``); None where they
-    do not differ (or have other shapes), so nothing is said."""
-    (a, b), (x, y) = got, want
-    if x.shape != y.shape or not (
-            x.kinds_differ(y) or x.gap(y) >= FLOOR * max(x.size, y.size)):
-        return None
-    if a.shape != b.shape or a.kinds_differ(b):
-        return False
-    return a.gap(b) <= TOLERANCE * x.gap(y)
 
 
 # -- one check's calls, judged ----------------------------------------------------------------
@@ -338,19 +242,6 @@ class _Question:
             return False
         zeros = self.zeros(place)
         return zeros is None or same((reference, zeros), (reference, zeros)) is not None
-
-
-def zeroed(value: Any) -> Any:
-    """``value`` with every finite entry of its float arrays set to 0 (the rest as it is)."""
-    if isinstance(value, np.ndarray) and value.dtype.kind == "f":
-        return np.where(np.isfinite(value), 0, value).astype(value.dtype)
-    if isinstance(value, dict):
-        return {key: zeroed(item) for key, item in value.items()}
-    if isinstance(value, tuple) and hasattr(value, "_fields"):
-        return type(value)(*(zeroed(item) for item in value))
-    if isinstance(value, (list, tuple)):
-        return type(value)(zeroed(item) for item in value)
-    return value
 
 
 def _quiet(got: dict[tuple, Entries] | str, place: tuple, reference: Entries,
