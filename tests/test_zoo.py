@@ -139,12 +139,20 @@ def test_an_entry_that_ignores_its_input_earns_nothing_for_it(entry, zoo_results
     assert own.score <= IGNORING[entry.exercise], [c.name for c in own.checks if c.passed]
 
 
-def test_an_answer_is_judged_on_the_inputs_its_points_are_for(zoo_results):
+def test_an_answer_is_judged_on_the_inputs_its_points_are_for(zoo_results, tmp_path,
+                                                              monkeypatch):
     """Two honest files, each convicted on c6e9838 by calls drawn apart from the checks: a
-    module with no output bias under bias=True (those calls sent one; 1/25) keeps the five
-    properties it meets without it, and loses only the checks that load the bias; attention
-    with no ``mask is None`` branch (NaN weights without a mask, those calls' only kind; 3/20)
-    keeps the mask checks it passes, and loses only the checks it answers with NaN."""
+    module with no output bias under bias=True (1/25 under a secret whose calls sent one)
+    keeps the five properties it meets without it, and loses only the checks that load the
+    bias; attention with no ``mask is None`` branch (NaN weights without a mask, those calls'
+    only kind; 3/20) keeps the mask checks it passes, and loses only the checks it answers
+    with NaN."""
+    from grader.core.engine import grade_submission
+
+    monkeypatch.setenv("ATTENTION_KIT_SECRET", "f" * 32)
+    secret = grade_submission(build(BY_NAME["mha_output_bias_missing"], tmp_path),
+                              exercises=["mha"]).results["mha"]
+    assert secret.score == 10, [c.feedback for c in secret.checks if not c.passed]
     mha = zoo_results["mha_output_bias_missing"]["mha"]
     checks = {c.name: c for c in mha.checks}
     assert {name for name, c in checks.items() if not c.passed} == {
