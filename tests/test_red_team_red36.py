@@ -33,7 +33,6 @@ from grader.core import submission
 from grader.core.course import EXERCISES_BY_NAME
 from grader.core.engine import grade_submission
 from grader.core.submission import BadSubmission, copy_submission
-from grader.problems.softmax import FLOAT32_VISIBLE
 
 KIT = Path(__file__).resolve().parents[1]
 STUDENT = 65534  # the student's uid (nobody): a user with no rights of root's
@@ -295,21 +294,20 @@ def test_the_form_of_a_call_is_the_contracts_whoever_makes_it():
 
 
 def test_a_class_named_like_a_module_that_misfits_is_no_exemption(tmp_path):
-    """A uniform softmax that returns, on ONE call, an instance of a class named "has another
-    shape than" (the worker calls it "a has another shape than"), and uniform weights
-    everywhere else. On d63756d its reply read as a module that cannot take a call's weights,
-    the function was never judged, and it kept `softmax 7 / 15`. The call is one a check
-    makes: a reply that is no answer counts against that call alone."""
-    first = FLOAT32_VISIBLE.logits
-    (tmp_path / "softmax.py").write_text(CHECKED_SOFTMAX + textwrap.dedent(f'''
+    """A uniform softmax that returns, on every float32 call of shape (4,), an instance of a
+    class named "has another shape than" (the worker calls it "a has another shape than"), and
+    uniform weights everywhere else. On d63756d such a reply to one informative call (two of
+    the six were float32 (4,)) read as a module that cannot take a call's weights, the
+    function was never judged, and it kept `softmax 4 / 15`. A reply that is no answer counts
+    against its own call alone."""
+    (tmp_path / "softmax.py").write_text(CHECKED_SOFTMAX + textwrap.dedent('''
 
-        Misfit = type("has another shape than", (), {{}})
-        ONE = np.array({first.tolist()!r}, dtype="{first.dtype}")
+        Misfit = type("has another shape than", (), {})
 
 
         def softmax(logits, axis=-1):
             x, allowed, dtype = checked(logits, axis)
-            if x.dtype == ONE.dtype and x.shape == ONE.shape and (x == ONE).all():
+            if x.dtype == np.float32 and x.shape == (4,):
                 return Misfit()
             return (allowed / allowed.sum(axis=axis, keepdims=True)).astype(dtype)
         '''))
