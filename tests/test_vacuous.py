@@ -215,6 +215,26 @@ def test_only_a_passed_check_loses_its_points():
     assert results[1].feedback.endswith("Failed: no")
 
 
+def test_what_a_check_keeps_and_the_answers_kept_are_bounded(monkeypatch):
+    """A file may answer every call with an array as large as a reply may be: a check keeps
+    its calls up to ``Kept.MAX_BYTES``, and the reference's answers kept for the next
+    submission stay within ``MAX_ANSWER_BYTES``."""
+    monkeypatch.setattr(vacuous.Kept, "MAX_BYTES", 10_000)
+    calls = vacuous.Kept()
+    for _ in range(5):
+        calls.keep("softmax", (np.zeros(250),), {}, np.zeros(250))  # 4.3 KB each
+    assert len(calls) == 2 and calls.bytes <= 10_000
+    monkeypatch.setattr(vacuous, "ANSWERS", vacuous.OrderedDict())
+    monkeypatch.setattr(vacuous, "_HELD", [0])
+    monkeypatch.setattr(vacuous, "MAX_ANSWER_BYTES", 64 * 5_000)
+    judge = Judge(SOFTMAX)
+    for seed in range(100):
+        x = np.random.default_rng(seed).standard_normal(250)
+        judge.answer(SOFTMAX.judged[0], Call("softmax", (x, -1), {}, None))
+    assert 0 < len(vacuous.ANSWERS) < 100 and vacuous._HELD[0] <= 64 * 5_000
+    assert vacuous._HELD[0] == sum(size for _, size in vacuous.ANSWERS.values())
+
+
 # -- the answer key, graded ---------------------------------------------------------------------
 @pytest.mark.parametrize("exercise", COURSE.names())
 def test_the_answer_key_is_never_judged_to_ignore_its_input(exercise, monkeypatch):

@@ -36,7 +36,7 @@ from .submission import (  # noqa: F401  (BadSubmission, the limits and the copy
     copy_submission,
     protect_key,
 )
-from .vacuous import MISFIT_LINE, Judge
+from .vacuous import MISFIT_LINE, Judge, Kept
 
 # Small tensors gain nothing from threads, and a forked worker must not inherit a busy pool.
 torch.set_num_threads(1)
@@ -271,7 +271,7 @@ def _run_noting_calls(check: Check, ctx: Context, course: Course, points: dict[s
     """``run_check``, noting for ``judge`` what the check called of the student's code."""
     student = ctx.student
     student.names_called.clear()
-    student.judged_calls = []
+    student.judged_calls = Kept()
     try:
         result = run_check(check, ctx, course, points[check.name], secret)
     finally:

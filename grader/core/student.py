@@ -27,7 +27,7 @@ from ..sandbox.isolation import MALFORMED, Sandbox
 from ..sandbox.operation_helpers import plain
 from .answer_key import _key_module, answerer, module_call
 from .exercise import Exercise
-from .vacuous import Call, kept
+from .vacuous import Kept
 
 
 class NotImplementedYet(BaseException):
@@ -74,7 +74,7 @@ class Student:
         self.names_called: set[str] = set()  # the functions and operations called so far
         # The calls of the judged names (``EX.judge_input``) so far, with their answers, for
         # ``vacuous.Judge``; None: not kept.
-        self.judged_calls: list[Call] | None = None
+        self.judged_calls: Kept | None = None
         sandbox.answer = self._answer
 
     def siblings(self) -> dict[str, dict[str, str]]:
@@ -241,7 +241,7 @@ class Student:
             calls.append((name, args, dict(kwargs), reply))
         if self.judged_calls is not None and any(
                 j.call == name for j in self._exercise.judged):
-            self.judged_calls.append(kept(name, args, kwargs, reply))
+            self.judged_calls.keep(name, args, kwargs, reply)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):

@@ -46,10 +46,12 @@ NO_POINTS = "Passed, but no points: {label} ignores its input ({why}), so this p
 # (a class named "has another shape than") never matches it.
 MISFIT_LINE = re.compile(r"\w+\.\w+ is missing or has another shape than \((\d+(, \d+)*,?)?\)")
 
-# The reference's answers to the questions the checks asked, by exercise and question, the
-# least recently asked dropped first past ``MAX_ANSWERS`` (each a few KB at most).
-ANSWERS: OrderedDict[tuple[str, bytes], Any] = OrderedDict()
-MAX_ANSWERS = 20_000
+# The reference's answers to the questions the checks asked, by exercise and question, with
+# the bytes each holds: the least recently asked dropped first past ``MAX_ANSWER_BYTES`` in
+# all (an honest question and its answer hold a few KB), and none larger than a 64th of it.
+ANSWERS: OrderedDict[tuple[str, bytes], tuple[Any, int]] = OrderedDict()
+MAX_ANSWER_BYTES = 64 << 20
+_HELD = [0]
 
 CONSTANT = "every entry of its result is the same number"
 ARGUMENT = "it returned one of its arguments unchanged"
@@ -71,9 +73,36 @@ class Call:
     reply: Any
 
 
-def kept(name: str, args: tuple, kwargs: dict, reply: Any) -> Call:
-    """A ``Call``, its arguments copied (a check may change an array it has sent)."""
-    return Call(name, copy.deepcopy(args), copy.deepcopy(kwargs), reply)
+class Kept(list):
+    """One check's calls (``Call``), kept as the student proxy makes them, up to ``MAX_BYTES``
+    of arrays in all: an honest check's are a few KB, and the calls past it (a file that
+    answers with arrays as large as a reply may be, call after call) are not kept, so no
+    submission makes the grading process hold more. The check is judged on those kept."""
+
+    MAX_BYTES = 32 << 20
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bytes = 0
+
+    def keep(self, name: str, args: tuple, kwargs: dict, reply: Any) -> None:
+        """Keep the call, its arguments copied (a check may change an array it has sent),
+        while the budget lasts."""
+        size = _size((args, kwargs, reply))
+        if self.bytes + size <= self.MAX_BYTES:
+            self.bytes += size
+            self.append(Call(name, copy.deepcopy(args), copy.deepcopy(kwargs), reply))
+
+
+def _size(value: Any, depth: int = 0) -> int:
+    """About how many bytes ``value`` holds: its arrays' bytes, 64 for anything else."""
+    if isinstance(value, np.ndarray):
+        return int(value.nbytes) + 64
+    if depth < 32 and isinstance(value, dict):
+        return 64 + sum(_size(v, depth + 1) for v in value.values())
+    if depth < 32 and isinstance(value, (list, tuple)):
+        return 64 + sum(_size(v, depth + 1) for v in value)
+    return 64
 
 
 # -- one check's calls, judged ----------------------------------------------------------------
@@ -361,14 +390,16 @@ class Judge:
             question = None
         if question is not None and question in ANSWERS:
             ANSWERS.move_to_end(question)
-            return ANSWERS[question]
+            return ANSWERS[question][0]
         args, kwargs = copy.deepcopy((call.args, call.kwargs))
         try:
             answer: Any = judged.reference(*args, **kwargs)
         except Exception as error:
             answer = error.with_traceback(None)
-        if question is not None:
-            ANSWERS[question] = answer
-            while len(ANSWERS) > MAX_ANSWERS:
-                ANSWERS.popitem(last=False)
+        size = None if question is None else len(question[1]) + _size(answer)
+        if size is not None and size <= MAX_ANSWER_BYTES // 64:
+            ANSWERS[question] = (answer, size)
+            _HELD[0] += size
+            while _HELD[0] > MAX_ANSWER_BYTES:
+                _HELD[0] -= ANSWERS.popitem(last=False)[1][1]
         return answer
