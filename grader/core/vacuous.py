@@ -75,11 +75,12 @@ class Call:
 
 class Kept(list):
     """One check's calls (``Call``), kept as the student proxy makes them, up to ``MAX_BYTES``
-    of arrays in all: an honest check's are a few KB, and the calls past it (a file that
-    answers with arrays as large as a reply may be, call after call) are not kept, so no
-    submission makes the grading process hold more. The check is judged on those kept."""
+    of arrays in all: the key's checks keep 43 KB at most (mha's, 20 calls), and the calls
+    past it (a file that answers with arrays as large as a reply may be, call after call) are
+    not kept, so no submission makes the grading process hold more than that per check. The
+    check is judged on those kept."""
 
-    MAX_BYTES = 32 << 20
+    MAX_BYTES = 4 << 20
 
     def __init__(self) -> None:
         super().__init__()
