@@ -36,7 +36,7 @@ import numpy as np
 
 from ..sandbox.errors import CallTimedOut
 from .exercise import Exercise, Judged
-from .movement import Entries, constant, parts, same, tells, zeroed
+from .movement import TOLERANCE, Entries, constant, parts, same, tells, zeroed
 from .results import CheckResult
 
 NO_POINTS = "Passed, but no points: {label} ignores its input ({why}), so this property holds " \
@@ -174,60 +174,61 @@ def read(calls: list[Call], answer: Callable[[Call], Any], passed: bool = False)
     the reference rejects is. A call whose every part sits where an earlier call already
     moved adds nothing, and is not answered again."""
     reading = Reading()
-    seen: dict[tuple, list[tuple[Entries, Entries]]] = {}  # place -> (got, want) answered
-    pending: dict[tuple, list[list]] = {}  # place -> [got, want, compared] not yet moving
-    for call in calls:
-        if isinstance(call.reply, BaseException):
-            if passed:
-                continue
-            got: dict[tuple, Entries] | str = silence(call.reply)
-        else:
-            got = {place: Entries(a) for place, a in parts(call.reply)}
-            if got and set(got) <= reading.moving:
-                continue
-        reply = answer(call)
-        if isinstance(reply, BaseException):
+    if passed:
+        calls = [c for c in calls if not isinstance(c.reply, BaseException)]
+    gots = [silence(c.reply) if isinstance(c.reply, BaseException)
+            else {place: Entries(a) for place, a in parts(c.reply)} for c in calls]
+    wants: dict[int, dict[tuple, Entries] | None] = {}
+
+    def want(index: int) -> dict[tuple, Entries] | None:
+        """The reference's parts for call ``index`` (None where it rejects the call)."""
+        if index not in wants:
+            reply = answer(calls[index])
+            wants[index] = None if isinstance(reply, BaseException) else {
+                place: Entries(a) for place, a in parts(reply)}
+        return wants[index]
+
+    for index, (call, got) in enumerate(zip(calls, gots)):
+        if isinstance(got, dict) and got and set(got) <= reading.moving:
             continue
-        want = {place: Entries(a) for place, a in parts(reply)}
-        if not got and want:
+        reference_parts = want(index)
+        if reference_parts is None:
+            continue
+        if not got and reference_parts:
             got = NO_ARRAY
         question = _Question(call, answer)
-        for place, reference in want.items():
-            told = tells(reference) and question.beyond(place, reference)
-            if told:
-                reading.telling.add(place)
+        for place, reference in reference_parts.items():
+            if not (tells(reference) and question.beyond(place, reference)):
+                continue
+            reading.telling.add(place)
             if place in reading.moving:
                 continue
-            why = _quiet(got, place, reference, question) if told else None
+            why = _quiet(got, place, reference, question) or _fixed(index, place, reference,
+                                                                    gots, want)
             if why:
                 reading.quiet.setdefault(place, []).append(why)
-            if isinstance(got, str) or place not in got:
-                continue
-            part = got[place]
-            candidates = pending.setdefault(place, [])
-            if told and not why:
-                candidates.append([part, reference, False])
-            for candidate in candidates:  # each (the new one too) against the other answers
-                others = seen.get(place, []) if candidate[0] is part else [(part, reference)]
-                for other in others:
-                    verdict = same((candidate[0], other[0]), (candidate[1], other[1]))
-                    if verdict is False:
-                        reading.moving.add(place)
-                        break
-                    candidate[2] = candidate[2] or verdict is True
-                if place in reading.moving:
-                    break
-            if place in reading.moving:
-                pending.pop(place, None)
-                seen.pop(place, None)
             else:
-                seen.setdefault(place, []).append((part, reference))
-    for place, candidates in pending.items():
-        if any(not compared for _, _, compared in candidates):
-            reading.moving.add(place)  # an answer that moves, with nothing to compare it with
-        else:
-            reading.quiet.setdefault(place, []).extend(FIXED for _ in candidates)
+                reading.moving.add(place)
     return reading
+
+
+def _fixed(index: int, place: tuple, reference: Entries, gots: list,
+           want: Callable[[int], dict[tuple, Entries] | None]) -> str | None:
+    """``FIXED`` where the student's part at ``place`` for call ``index`` is the same (within
+    ``TOLERANCE`` of how far the reference's part varies) as its part of that shape for every
+    other call of the check, and the reference's parts differ for one of them at least."""
+    part = gots[index][place]
+    same_shape = [j for j, got in enumerate(gots) if j != index and isinstance(got, dict)
+                  and place in got and got[place].shape == part.shape]
+    if any(gots[j][place].kinds_differ(part)
+           or gots[j][place].gap(part) > TOLERANCE * reference.spread for j in same_shape):
+        return None  # it answers other inputs of its shape otherwise
+    for j in same_shape:
+        other = want(j)
+        if other is not None and place in other and same(
+                (part, gots[j][place]), (reference, other[place])) is not None:
+            return FIXED
+    return None  # nothing that answers otherwise to compare it with
 
 
 class _Question:
