@@ -315,8 +315,8 @@ def test_every_limit_is_stated_as_enforced():
         "exercise is not graded")
 
 
-# A uniform softmax (every weight 1/n: it sums to 1 and moves with no input) that loops where
-# the informative calls' inputs differ from the checks' (on this kit's grid of eighths, or not).
+# A uniform softmax (every weight 1/n: it sums to 1 and moves with no input) that loops on
+# logits off this kit's grid of eighths (a check that adds a drawn constant sends some).
 UNIFORM_LOOPS_OFF_GRID = first(
     "    import numpy\n    x = numpy.asarray(logits, dtype=float)\n"
     "    if x.size and not numpy.isinf(x).any() and (x * 8 % 1).any():\n"
@@ -327,11 +327,11 @@ UNIFORM_LOOPS_OFF_GRID = first(
     "numpy.float32)) / x.shape[axis]\n")
 
 
-def test_a_call_stopped_on_an_informative_input_keeps_no_points(tmp_path):
-    """The informative calls that tell a function which ignores its input: one that runs past
-    its limit there shows no use of its input either, and the checks it passes earn nothing
-    (not a way around them now that a stopped call costs only its check; on 4e1a685 it lost
-    the whole exercise: "Not graded: one call used more than 0.2 s of CPU time")."""
+def test_a_call_stopped_off_the_grid_keeps_no_points(tmp_path):
+    """A call that runs past its limit shows no use of its input either: the check that sent
+    it fails, and the checks the uniform weights pass earn nothing (a stopped call costs only
+    its check; on 4e1a685 it lost the whole exercise: "Not graded: one call used more than
+    0.2 s of CPU time")."""
     sub = make_submission(tmp_path / "s", {"softmax.py": UNIFORM_LOOPS_OFF_GRID})
     softmax = engine.grade_submission(sub, exercises=["softmax"], include_hidden=False,
                                       limits=Limits(timeout=30, call=0.2)).exercises["softmax"]

@@ -23,10 +23,9 @@ import json
 from pathlib import Path
 
 import pytest
-from submission_tools import EXERCISES, SOLUTIONS, make_submission
+from submission_tools import SOLUTIONS, make_submission
 
 from grader.core import engine
-from grader.core.vacuous import InformativeCalls
 from grader.integrations.outputs import report
 from grader.integrations.routes import gradescope, kernel
 from grader.sandbox.isolation import TRUNCATED, Limits
@@ -159,17 +158,10 @@ STUB = "    raise NotImplementedError\n"  # a stub's body: "Not implemented yet.
 
 
 @pytest.mark.parametrize("action, count, body", [("exit", 4, BODY), ("hang", 2, BODY),
-                                                 ("hoard", 2, BODY), ("exit", 2, STUB)],
-                         ids=["exit", "hang", "hoard", "stub-exit"])
-def test_visible_verdicts_do_not_depend_on_what_a_hidden_call_does(tmp_path, monkeypatch,
-                                                                     action, count, body):
-    if body == STUB:  # a stub's checks stop at their first call, the simplest input, the
-        # hidden one's too: a secret that puts an informative call first tells the workers apart
-        spec = EXERCISES["softmax"]
-        slots = len([c for c in spec.checks if not c.hidden])
-        secret = next(s for s in (f"stub{n}" for n in range(100))
-                      if 0 in InformativeCalls(spec, None, s, slots).places)
-        monkeypatch.setenv("ATTENTION_KIT_SECRET", secret)
+                                                 ("hoard", 2, BODY)],
+                         ids=["exit", "hang", "hoard"])
+def test_visible_verdicts_do_not_depend_on_what_a_hidden_call_does(tmp_path, action, count,
+                                                                     body):
     visible, sums = recorded(tmp_path, body)
     attack = attacker(visible, body, action)
     alone = grade(tmp_path / "alone", attack(sums[0] - 1), hidden=False)
@@ -187,6 +179,31 @@ def test_visible_verdicts_do_not_depend_on_what_a_hidden_call_does(tmp_path, mon
         fired.append(bool(lost))
     assert len(summaries) == 1
     assert fired[0] and not fired[-1]  # the attack fires below the hidden sums, not above
+
+
+def test_a_stub_is_a_stub_by_its_visible_checks_whatever_its_hidden_worker_did(tmp_path,
+                                                                               monkeypatch):
+    """A stub's checks stop at their first call, the simplest input, and so does the hidden
+    one's: no call tells a stub's hidden worker from its visible one, so the hidden worker is
+    made to stop here (its loading fails). The notebook's visible test cell once listed each
+    check, instead of "Not implemented yet.", when the hidden worker had stopped."""
+    stub = "import numpy as np\n\n\ndef softmax(logits, axis=-1):\n" + STUB
+    alone = grade(tmp_path / "alone", stub, hidden=False)
+    loaded = engine._loaded
+    workers = []
+
+    def stopping(sandbox, exercise, key):
+        workers.append(sandbox)
+        if len(workers) > 1:
+            raise engine.WorkerLost("the worker was stopped")
+        return loaded(sandbox, exercise, key)
+
+    monkeypatch.setattr(engine, "_loaded", stopping)
+    graded = grade(tmp_path / "stopped", stub)
+    assert len(workers) == 2 and all(c.feedback == f"Property: {c.prop}\n{LOST}"
+                                     for c in hidden_checks(graded))
+    assert visible_routes(graded) == visible_routes(alone)
+    assert graded.results["softmax"].not_implemented
 
 
 def test_a_hidden_diagnosis_never_reaches_a_visible_check(tmp_path):

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from grader.core import submission, vacuous
+from grader.core import submission
 from grader.core.course import EXERCISES_BY_NAME
 from grader.core.engine import grade_submission
 from grader.core.submission import BadSubmission, copy_submission
@@ -279,7 +279,7 @@ def test_an_attention_that_answers_positional_calls_otherwise_keeps_no_uniform_p
 
 
 def test_the_form_of_a_call_is_the_contracts_whoever_makes_it():
-    """What the worker is sent for the checks' calls and the informative ones alike."""
+    """What the worker is sent for a call, whoever makes it (a check, a probe)."""
     from grader.core.student import canonical
 
     softmax = EXERCISES_BY_NAME()["softmax"]
@@ -294,21 +294,20 @@ def test_the_form_of_a_call_is_the_contracts_whoever_makes_it():
 
 
 def test_a_class_named_like_a_module_that_misfits_is_no_exemption(tmp_path):
-    """A uniform softmax that returns, on ONE informative call, an instance of a class named
-    "has another shape than" (the worker calls it "a has another shape than"), and uniform
-    weights everywhere else. On d63756d its reply read as a module that cannot take a call's
-    weights, the function was never judged, and it kept `softmax 7 / 15`. The file here knows
-    that call's logits (a student would guess at them: one hit among the six is enough)."""
-    first = vacuous.examples(EXERCISES_BY_NAME()["softmax"], "softmax", "")[0][0]
-    (tmp_path / "softmax.py").write_text(CHECKED_SOFTMAX + textwrap.dedent(f'''
+    """A uniform softmax that returns, on every float32 call of shape (4,), an instance of a
+    class named "has another shape than" (the worker calls it "a has another shape than"), and
+    uniform weights everywhere else. On d63756d such a reply to one informative call (two of
+    the six were float32 (4,)) read as a module that cannot take a call's weights, the
+    function was never judged, and it kept `softmax 4 / 15`. A reply that is no answer counts
+    against its own call alone."""
+    (tmp_path / "softmax.py").write_text(CHECKED_SOFTMAX + textwrap.dedent('''
 
-        Misfit = type("has another shape than", (), {{}})
-        ONE = np.array({first.tolist()!r}, dtype="{first.dtype}")
+        Misfit = type("has another shape than", (), {})
 
 
         def softmax(logits, axis=-1):
             x, allowed, dtype = checked(logits, axis)
-            if x.dtype == ONE.dtype and x.shape == ONE.shape and (x == ONE).all():
+            if x.dtype == np.float32 and x.shape == (4,):
                 return Misfit()
             return (allowed / allowed.sum(axis=axis, keepdims=True)).astype(dtype)
         '''))

@@ -87,8 +87,8 @@ def test_weights_of_another_shape_are_named_not_raised():
 # A module with no projections at all, which returns its input and uniform weights: it meets
 # permutation, causality and rows summing to one whatever it is given. Were the checks to run a
 # module without the weights it lacks (as they run one without a bias it lacks), it would take
-# their 6 points, and the informative inputs, whose weights it cannot take either, would not
-# see that it ignores its input.
+# their 6 points, and those checks' calls, none of which it could then answer with weights it
+# has, would show nothing of whether it uses its input.
 WEIGHTLESS = """\
 import torch
 from torch import nn

@@ -1,15 +1,15 @@
-"""No points for ignoring the input (``grader.core.vacuous``): a function whose results are,
-next to the reference's answers, as good as the same for each group's inputs, one repeated value
-or an argument as it was given, or no answer at all, earns no check's points; the answer key
-never looks like one on any exercise's informative inputs, whatever the secret.
+"""No points for ignoring the input (``grader.core.vacuous``), judged on each check's own calls:
+a passed check loses its points only where, on its own calls, the student's answers show
+nothing of their input next to the reference's answers to the same calls; a check none of
+whose calls can tell (input checks) is judged by the others' calls; and the answer key is never
+judged to ignore its input, whatever the secret and whatever its results hold (-inf, NaN,
+integers, bools, tuples).
 
-Two attacks on 4e1a685 (issue 36, parts 2 and 3), each kept here and as zoo entries
-(``tests/zoo/wrong/*_uniform_noise_*``, ``*_off_grid``): the rule compared answers bit for bit,
-so uniform weights times ``1 + 1e-13 * tanh(x)`` counted as using the input (softmax 7/15,
-attention 14/20); and the informative inputs were standard normal while every check draws
-multiples of 1/8, and only a ValueError counted, so a uniform softmax that raised TypeError off
-the grid kept 6/15. A third told the informative calls by their place, the last two of the
-worker (``test_answering_the_last_calls_otherwise_earns_nothing``).
+Attacks kept here and as zoo entries (``tests/zoo/wrong/*_uniform*``, ``*_off_grid``): uniform
+weights, bare or times ``1 + noise * tanh(x)`` (1e-13, 1e-9, 1e-6), or raising off the checks'
+1/8 grid; and a file that answers the worker's last calls otherwise
+(``test_answering_the_last_calls_otherwise_earns_nothing``). Two honest files that the
+informative calls of c6e9838 convicted are zoo entries too (``test_zoo``).
 """
 
 from __future__ import annotations
@@ -18,220 +18,247 @@ import numpy as np
 import pytest
 from submission_tools import COURSE, EXERCISES, SOLUTIONS, make_submission
 
-from grader.core import engine, vacuous
-from grader.core.answer_key import AnswerKey
+from grader.core import engine, movement, vacuous
 from grader.core.engine import CheckResult
+from grader.core.movement import Entries
 from grader.core.student import NotImplementedYet
-from grader.core.vacuous import InformativeCalls, drawn, examples, ignores_input, withhold
+from grader.core.vacuous import Call, Judge, read
 from grader.sandbox.errors import CallTimedOut, StudentError
 
-SECRETS = ("", "0123456789abcdef" * 2, "f" * 32, *(f"{n:032x}" for n in range(1, 8)))
-CALLS = [(name, info.call) for name in COURSE.names() for info in EXERCISES[name].informative]
+SOFTMAX = EXERCISES["softmax"]
+ATTENTION = EXERCISES["attention"]
+softmax = SOFTMAX.references["softmax"]
+attention = ATTENTION.references["scaled_dot_product_attention"]
 
 
-@pytest.mark.parametrize("exercise, call", CALLS)
-def test_the_answer_key_never_ignores_its_input(exercise, call):
-    spec = EXERCISES[exercise]
-    key = AnswerKey(SOLUTIONS, spec)
-    for secret in SECRETS:
-        known = drawn(spec, call, secret)
-        assert len(known.inputs) == vacuous.CALLS
-        results = [getattr(key, call)(*args) for args in examples(spec, call, secret)]
-        assert ignores_input(known.inputs, results, known.answers) is None, (call, secret)
+def reading(name: str, exercise, inputs: list[tuple], replies: list, passed: bool = True):
+    """What ``replies`` to the calls ``inputs`` of ``name`` show, next to the reference's."""
+    judged = next(j for j in exercise.judged if j.call == name)
+    calls = [Call(name, args, {}, reply) for args, reply in zip(inputs, replies)]
+    return read(calls, lambda call: Judge(exercise).answer(judged, call), passed)
 
 
-def _on_grid(array: np.ndarray) -> bool:
-    """Multiples of 1/8 within [-10, 10], or the distinct entries 0, 1, ... (an arange, as
-    heads' and repeat_kv's checks send)."""
-    ticks = np.asarray(array, dtype=np.float64) * 8
-    arange = np.array_equal(np.sort(array.ravel()), np.arange(array.size))
-    return bool(np.all(ticks == np.round(ticks)) and (np.all(np.abs(array) <= 10) or arange))
-
-
-@pytest.mark.parametrize("exercise, call", CALLS)
-def test_the_informative_inputs_are_on_the_checks_grid(exercise, call):
-    """Every float array is multiples of 1/8 within the checks' bounds, as float64 or float32
-    (softmax_backward's probabilities are the softmax of such logits, as the checks' are):
-    the off-grid test that told the old standard-normal inputs apart never fires."""
-    for secret in SECRETS[:4]:
-        for args in examples(EXERCISES[exercise], call, secret):
-            arrays = list(vacuous.parts(list(args)))
-            if exercise == "softmax_backward":
-                probabilities, *arrays = arrays[:1] + arrays[1:]
-                logits = np.log(probabilities)
-                assert _on_grid(np.diff(logits, axis=args[2]).round(9))
-            floats = [a for a in arrays if a.dtype.kind == "f"]
-            assert all(a.dtype in (np.float64, np.float32) and _on_grid(a) for a in floats)
-
-
-def test_the_examples_follow_the_secret_and_only_it():
-    spec = EXERCISES["softmax"]
-    again = examples(spec, "softmax", SECRETS[1])
-    assert all(np.array_equal(a[0], b[0]) for a, b in zip(again, examples(spec, "softmax",
-                                                                          SECRETS[1])))
-    assert not np.array_equal(again[0][0], examples(spec, "softmax", SECRETS[2])[0][0])
-
-
-def test_the_informative_calls_take_places_the_secret_chooses():
-    """Not the last calls of the worker: each call is made before one of the visible checks,
-    drawn from the secret."""
-    spec = EXERCISES["softmax"]
-    slots = len([c for c in spec.checks if not c.hidden])
-    places = [tuple(sorted(InformativeCalls(spec, None, secret, slots).places))
-              for secret in SECRETS]
-    assert len(set(places)) > len(SECRETS) // 2
-    assert {p for found in places for p in found} <= set(range(slots))
-
-
-def _softmax_case(seed: int = 0) -> tuple[list[tuple], list[np.ndarray]]:
+def logits(seed: int = 0, count: int = 6) -> list[tuple]:
+    """Softmax calls of shape (2, 3) on the checks' grid."""
     rng = np.random.default_rng(seed)
-    inputs = [(rng.integers(-80, 81, size=(2, 3)) / 8, -1) for _ in range(vacuous.CALLS)]
-    answers = [EXERCISES["softmax"].references["softmax"](*args) for args in inputs]
-    return inputs, answers
+    return [(rng.integers(-80, 81, size=(2, 3)) / 8, -1) for _ in range(count)]
 
 
-@pytest.mark.parametrize("noise", [1e-13, 1e-9, 1e-6])
-def test_uniform_weights_with_relative_noise_ignore_their_input(noise):
-    inputs, answers = _softmax_case()
+# -- what ignores its input -------------------------------------------------------------------
+@pytest.mark.parametrize("noise", [0, 1e-13, 1e-9, 1e-6])
+def test_uniform_weights_bare_or_with_relative_noise_ignore_their_input(noise):
+    inputs = logits()
     noisy = []
     for x, _ in inputs:
         w = 1 + noise * np.tanh(x - x.max(axis=-1, keepdims=True))
         noisy.append(w / w.sum(axis=-1, keepdims=True))
-    assert ignores_input(inputs, noisy, answers) == "every entry of its result is the same " \
-                                                   "number"
-    # and so are the same weights for each group's inputs, whatever they are
-    fixed = [np.full((2, 3), 1.0) / (1, 2, 4, 8, 16, 32)[i % 6] for i in range(len(inputs))]
-    fixed = [f / f.sum(axis=-1, keepdims=True) for f in fixed]
-    assert ignores_input(inputs, fixed, answers) is not None
+    assert reading("softmax", SOFTMAX, inputs, noisy).ignored() == vacuous.CONSTANT
     # A softmax at temperature 100 moves about a hundredth as much as the right one: ten
     # times the tolerance, an answer that follows its input, however wrong.
-    hot = [EXERCISES["softmax"].references["softmax"](x / 100, axis) for x, axis in inputs]
-    assert ignores_input(inputs, hot, answers) is None
+    hot = [softmax(x / 100, axis) for x, axis in inputs]
+    assert reading("softmax", SOFTMAX, inputs, hot).ignored() is None
 
 
-def test_uniform_constant_and_identity_results_ignore_their_input():
-    inputs, answers = _softmax_case(1)
-    uniform = [np.full((2, 3), 1 / 3) for _ in inputs]
-    assert "every entry of its result is the same number" in ignores_input(inputs, uniform,
-                                                                          answers)
-    order = [np.tile([0.5, 0.3, 0.2], (2, 1)) for _ in inputs]  # one fixed array
-    assert "same result for different inputs" in ignores_input(inputs, order, answers)
-    assert "returned one of its arguments unchanged" in ignores_input(
-        inputs, [x * (1 + 1e-12) for x, _ in inputs], answers)
-    # a mask that blocks nothing, for inputs of different sizes
-    sizes = [(t,) for t in range(2, 2 + vacuous.CALLS)]
-    masks = [np.triu(np.ones((t, t), bool), 1) for t, in sizes]
-    assert "every entry of its result is the same number" in ignores_input(
-        sizes, [np.zeros((t, t), bool) for t, in sizes], masks)
-    # and one that blocks nothing on all but one input is judged by its checks
-    some = [np.zeros((t, t), bool) for t, in sizes[:-1]] + masks[-1:]
-    assert ignores_input(sizes, some, masks) is None
-    # one part of a tuple is enough: attention whose weights are uniform
-    rng = np.random.default_rng(2)
-    outputs = [(rng.standard_normal((3, 2)), np.full((3, 3), 1 / 3)) for _ in inputs]
-    weights = [(rng.standard_normal((3, 2)), rng.dirichlet(np.ones(3), 3)) for _ in inputs]
-    assert ignores_input(inputs, outputs, weights) is not None
-    # no array at all, for an input that has one
-    assert "no array" in ignores_input(inputs, [None, "uniform"] * (len(inputs) // 2), answers)
+def test_a_fixed_array_or_an_argument_as_given_ignores_its_input():
+    inputs = logits(1)
+    fixed = [np.tile([0.5, 0.3, 0.2], (2, 1)) for _ in inputs]  # the same for every input
+    assert reading("softmax", SOFTMAX, inputs, fixed).ignored() == vacuous.FIXED
+    same = [x * (1 + 1e-12) for x, _ in inputs]
+    assert reading("softmax", SOFTMAX, inputs, same).ignored() == vacuous.ARGUMENT
+    # One fixed array, but one call of a shape no other call has: nothing to compare it with.
+    assert reading("softmax", SOFTMAX, inputs[:1], fixed[:1]).ignored() is None
 
 
-def test_a_wrong_result_that_depends_on_its_input_is_not_judged():
-    inputs, answers = _softmax_case(3)
-    no_exp = [x / x.sum(axis=-1, keepdims=True) for x, _ in inputs]  # wrong, not vacuous
-    assert ignores_input(inputs, no_exp, answers) is None
-    # A one-hot of the largest logit: the same for the two inputs of one group, not of all.
+def test_a_wrong_answer_that_depends_on_its_input_is_not_judged():
+    inputs = logits(3)
+    no_exp = [x / x.sum(axis=-1, keepdims=True) for x, _ in inputs]
+    assert reading("softmax", SOFTMAX, inputs, no_exp).ignored() is None
+    # a one-hot of the largest logit: the same for some inputs, not for all
     hard = [(x == x.max(axis=-1, keepdims=True)) / 1.0 for x, _ in inputs]
-    assert np.array_equal(hard[0], hard[1]) and ignores_input(inputs, hard, answers) is None
-    # Raising on some inputs and answering the others with what depends on them is honest.
-    some = [StudentError({"type": "TypeError", "message": "no"}), *no_exp[1:]]
-    assert ignores_input(inputs, some, answers) is None
-    reshaped = [x.reshape(3, 2) for x, _ in inputs]  # the input's numbers, another shape
-    assert ignores_input(inputs, reshaped, answers) is None
-    numbers = list(range(2, 2 + vacuous.CALLS))
-    assert ignores_input([(n,) for n in numbers], numbers, numbers) is None  # a number is not
+    assert reading("softmax", SOFTMAX, inputs, hard).ignored() is None
+    reshaped = [softmax(x, -1).reshape(3, 2) for x, _ in inputs]  # another shape
+    assert reading("softmax", SOFTMAX, inputs, reshaped).ignored() is None
 
 
-class _Answers:
-    """A stand-in for the student proxy: ``softmax`` answers as ``reply`` says."""
-
-    def __init__(self, reply):
-        self.reply = reply
-
-    def softmax(self, logits, axis=-1):
-        return self.reply(np.asarray(logits), axis)
-
-
-def _judged(reply) -> dict[str, str]:
-    spec = EXERCISES["softmax"]
-    calls = InformativeCalls(spec, _Answers(reply), "", 1)
-    calls.due(0)
-    return vacuous.verdicts(calls)
+def test_attention_uniform_over_the_allowed_keys_ignores_q_and_k():
+    """Its weights move with the mask alone: the answer for q and k of zeros."""
+    rng = np.random.default_rng(4)
+    mask = np.array([[False, True, False], [False, False, True], [False, False, False]])
+    inputs = [tuple(rng.integers(-24, 25, size=(2, 3, 2)) / 8 for _ in range(3)) + (mask,)
+              for _ in range(4)]
+    allowed = ~mask / (~mask).sum(-1, keepdims=True)
+    uniform = [(allowed @ v, np.broadcast_to(allowed, (2, 3, 3))) for _, _, v, _ in inputs]
+    assert reading("scaled_dot_product_attention", ATTENTION, inputs,
+                   uniform).ignored() == vacuous.ZEROS
+    right = [attention(*args) for args in inputs]
+    assert reading("scaled_dot_product_attention", ATTENTION, inputs, right).ignored() is None
 
 
-def _raise(error):
-    def reply(logits, axis):
-        raise error
-    return reply
+def test_a_call_that_cannot_tell_is_left_out():
+    """Logits of zeros (the reference is uniform) and attention with one allowed key per query
+    (the reference is the mask's own answer) show nothing of whether the answer uses them."""
+    zeros = [(np.zeros((2, 3)), -1)] * 3
+    uniform = [np.full((2, 3), 1 / 3)] * 3
+    assert not reading("softmax", SOFTMAX, zeros, uniform).judged
+    mask = np.array([[False, True], [True, False]])
+    one_key = [(np.ones((2, 1)), np.ones((2, 1)), np.ones((2, 1)), mask)]
+    allowed = (~mask).astype(float)
+    assert not reading("scaled_dot_product_attention", ATTENTION, one_key,
+                       [(allowed @ np.ones((2, 1)), allowed)]).judged
 
 
 @pytest.mark.parametrize("error, why", [
     (StudentError({"type": "TypeError", "message": "off the grid"}),
      "it raised TypeError on a valid input"),
-    (StudentError({"type": "RuntimeError", "message": "off the grid"}),
-     "it raised RuntimeError on a valid input"),
     (StudentError({"type": "ValueError", "message": "no", "value_error": True}),
      "it raised ValueError on a valid input"),
     (NotImplementedYet("stub"), "it raised NotImplementedError on a valid input"),
     (CallTimedOut("a call took too long"), "it gave no answer within its time limit"),
 ])
-def test_any_exception_on_a_valid_input_counts_as_ignoring_it(error, why):
-    found = _judged(_raise(error))
-    assert found["softmax"] == vacuous.NO_POINTS.format(label="softmax", why=why)
+def test_an_exception_counts_against_its_call_only(error, why):
+    inputs = logits(5)
+    assert reading("softmax", SOFTMAX, inputs, [error] * len(inputs),
+                   passed=False).ignored() == why
+    # raising on some inputs and answering the others with what depends on them is honest
+    right = [softmax(*args) for args in inputs]
+    assert reading("softmax", SOFTMAX, inputs, [error] + right[1:], passed=False).ignored() is None
+    # uniform where it answers: the answers say why, not the exception
+    uniform = [np.full((2, 3), 1 / 3)] * (len(inputs) - 1)
+    assert reading("softmax", SOFTMAX, inputs, [error, *uniform],
+                   passed=False).ignored() == vacuous.CONSTANT
+    # in a check that passed, an exception was what the check asked for
+    assert not reading("softmax", SOFTMAX, inputs, [error] * len(inputs)).judged
 
 
-def test_a_module_that_cannot_take_the_weights_is_left_to_its_checks():
-    """A GroupedQueryAttention whose keys keep the full width (tests/zoo/wrong/
-    gqa_full_width_kv.py) cannot load any grouped call's weights; the one check it passes
-    (single groups) shows its attention, and keeps its point."""
-    import torch
-
-    from grader.sandbox.operation_helpers import BadReturn, load_state
-
-    module = torch.nn.Module()
-    module.wk = torch.nn.Linear(2, 2)
-    with pytest.raises(BadReturn, match=vacuous.MISFIT):  # the worker's own words
-        load_state(module, {"wk.weight": np.zeros((3, 2))})
-    misfit = StudentError({"type": "BadReturn", "bad_return": True,
-                           "message": f"wk.weight is missing or {vacuous.MISFIT} (2, 4)"})
-    assert vacuous.misfit(EXERCISES["gqa"], "gqa_forward", misfit)  # an operation's weights
-    # a function loads no weights: the same words from softmax are an answer like any other
-    assert not vacuous.misfit(EXERCISES["softmax"], "softmax", misfit)
-    assert _judged(_raise(misfit)) != {}
-    forged = StudentError({"type": "BadReturn", "bad_return": True,
-                           "message": f"a {vacuous.MISFIT} (2, 4)"})  # a class's name
-    assert not vacuous.misfit(EXERCISES["gqa"], "gqa_forward", forged)
+def test_nan_or_no_array_is_no_answer():
+    inputs = logits(6)
+    nan = [np.full((2, 3), np.nan)] * len(inputs)
+    assert reading("softmax", SOFTMAX, inputs, nan).ignored() == vacuous.NAN
+    assert reading("softmax", SOFTMAX, inputs, ["uniform"] * len(inputs)).ignored() == \
+        vacuous.NO_ARRAY
 
 
-def test_a_right_answer_on_the_informative_calls_is_not_judged():
-    reference = EXERCISES["softmax"].references["softmax"]
-    assert _judged(lambda x, axis: reference(x, axis)) == {}
+# -- results holding -inf, inf, NaN, integers, bools, tuples ----------------------------------
+def test_infinite_entries_are_a_pattern_not_an_infinite_spread():
+    """On c6e9838 a result holding -inf had an infinite spread, and ``inf <= 1e-3 * inf``
+    convicted the key's alibi_bias (3/10)."""
+    bias = np.array([[0.0, -np.inf, -np.inf], [-0.5, 0.0, -np.inf], [-1.0, -0.5, 0.0]])
+    entries = Entries(bias)
+    assert (entries.spread, entries.uniform) == (0.5, False)  # in halves
+    assert movement.tells(entries) and not movement.constant(entries, entries)
+    assert movement.constant(Entries(np.zeros((3, 3))), entries)
+    assert movement.constant(Entries(np.full((3, 3), -np.inf)), entries)
+    assert not movement.constant(Entries(np.where(np.isinf(bias), bias, 0.0)), entries)
+    huge = np.array([-1e308, 1e308])  # no difference of two entries overflows
+    assert Entries(huge).spread == 1e308
+    assert movement.same((Entries(bias), Entries(bias)), (Entries(bias), Entries(bias.T))) is True
 
 
-def test_only_a_passed_check_that_called_it_loses_its_points():
-    found = {"softmax": "Passed, but no points: softmax ignores its input (...)"}
+def test_the_key_is_never_convicted_by_what_its_results_hold():
+    """Each rule, the key's answers (here the reference's own) against the reference's:
+    -inf in a mask, NaN, integers, bools, tuples of arrays; and a right answer in float32."""
+    answers = [
+        [np.array([[0.0, -np.inf], [-1.5, 0.0]]), np.array([[0.0, -np.inf], [-3.0, 0.0]])],
+        [np.array([np.nan, 1.0, 2.0]), np.array([np.nan, 3.0, 2.0])],
+        [np.array([2, 5]), np.array([3, 5])],
+        [np.array([[False, True], [False, False]]), np.array([[False, True], [True, False]])],
+        [(np.array([1.0, 2.0]), np.array([[0.5, 0.5], [0.25, 0.75]])),
+         (np.array([1.5, 2.0]), np.array([[0.75, 0.25], [0.5, 0.5]]))],
+    ]
+    for pair in answers:
+        calls = [Call("f", (n,), {}, answer) for n, answer in enumerate(pair)]
+        got = read(calls, lambda call, pair=pair: pair[call.args[0]])
+        assert got.judged and got.ignored() is None, pair
+    inputs = logits(7)
+    float32 = [softmax(x.astype(np.float32), axis) for x, axis in inputs]
+    assert reading("softmax", SOFTMAX, inputs, float32).ignored() is None
 
-    def result(passed):
-        return CheckResult("softmax", "test_x", "A property.", 2 if passed else 0, 2, False,
-                           passed, "" if passed else "Property: A property.\nFailed: no")
 
-    passed, other, failed = result(True), result(True), result(False)
-    withhold(passed, {"softmax"}, found)
-    withhold(other, {"mha_build"}, found)
-    withhold(failed, {"softmax"}, found)
-    assert (passed.points, passed.passed) == (0, False)
-    assert passed.feedback == "Property: A property.\n" + found["softmax"]
-    assert (other.points, other.passed) == (2, True)
-    assert failed.feedback.endswith("Failed: no")
+# -- a check judged on its own calls, or by the others ----------------------------------------
+def result(name: str, passed: bool = True) -> CheckResult:
+    return CheckResult("softmax", name, "A property.", 1 if passed else 0, 1, False, passed,
+                       "" if passed else "Property: A property.\nFailed: no")
+
+
+def test_a_check_that_cannot_tell_is_judged_by_the_others():
+    """An input check (every call one the reference rejects) keeps its points where another
+    check's calls show the function using its input, and only there."""
+    rejected = [Call("softmax", (np.array([0.0, np.nan]),), {},
+                     StudentError({"type": "ValueError", "message": "no", "value_error": True}))]
+    inputs = logits(8)
+    for replies, line in [([softmax(*args) for args in inputs], None),
+                          ([np.full((2, 3), 1 / 3)] * len(inputs), vacuous.NO_POINTS.format(
+                              label="softmax", why=vacuous.CONSTANT))]:
+        judge = Judge(SOFTMAX)
+        calls = [Call("softmax", args, {}, reply) for args, reply in zip(inputs, replies)]
+        judge.note("test_sums", calls, {"softmax"}, passed=True)
+        judge.note("test_rejects", rejected, {"softmax"}, passed=True)
+        results = [result("test_sums"), result("test_rejects")]
+        judge.withhold(results)
+        assert [r.feedback.splitlines()[-1] if r.feedback else None for r in results] == [
+            line, line]
+        assert [r.points for r in results] == ([0, 0] if line else [1, 1])
+
+
+def test_only_a_passed_check_loses_its_points():
+    judge = Judge(SOFTMAX)
+    inputs = logits(9)
+    uniform = [Call("softmax", args, {}, np.full((2, 3), 1 / 3)) for args in inputs]
+    judge.note("test_passed", uniform, {"softmax"}, passed=True)
+    judge.note("test_failed", uniform, {"softmax"}, passed=False)
+    judge.note("test_other", [], {"mha_build"}, passed=True)
+    results = [result("test_passed"), result("test_failed", passed=False), result("test_other")]
+    judge.withhold(results)
+    assert [(r.points, r.passed) for r in results] == [(0, False), (0, False), (1, True)]
+    assert results[0].feedback == "Property: A property.\n" + vacuous.NO_POINTS.format(
+        label="softmax", why=vacuous.CONSTANT)
+    assert results[1].feedback.endswith("Failed: no")
+
+
+def test_what_a_check_keeps_and_the_answers_kept_are_bounded(monkeypatch):
+    """A file may answer every call with an array as large as a reply may be: a check keeps
+    its calls up to ``Kept.MAX_BYTES``, and the reference's answers kept for the next
+    submission stay within ``MAX_ANSWER_BYTES``."""
+    monkeypatch.setattr(vacuous.Kept, "MAX_BYTES", 10_000)
+    calls = vacuous.Kept()
+    for _ in range(5):
+        calls.keep("softmax", (np.zeros(250),), {}, np.zeros(250))  # 4.3 KB each
+    assert len(calls) == 2 and calls.bytes <= 10_000
+    monkeypatch.setattr(vacuous, "ANSWERS", vacuous.OrderedDict())
+    monkeypatch.setattr(vacuous, "_HELD", [0])
+    monkeypatch.setattr(vacuous, "MAX_ANSWER_BYTES", 64 * 5_000)
+    judge = Judge(SOFTMAX)
+    for seed in range(100):
+        x = np.random.default_rng(seed).standard_normal(250)
+        judge.answer(SOFTMAX.judged[0], Call("softmax", (x, -1), {}, None))
+    assert 0 < len(vacuous.ANSWERS) < 100 and vacuous._HELD[0] <= 64 * 5_000
+    assert vacuous._HELD[0] == sum(size for _, size in vacuous.ANSWERS.values())
+
+
+# -- the answer key, graded ---------------------------------------------------------------------
+@pytest.mark.parametrize("exercise", COURSE.names())
+def test_the_answer_key_is_never_judged_to_ignore_its_input(exercise, monkeypatch):
+    """The key graded as a submission, under two course secrets (the hidden checks' examples
+    follow the secret): every judged name is judged on some check's own calls, and no check's
+    calls are found to ignore their input."""
+    readings: list[tuple[str, str, vacuous.Reading]] = []
+    kept = Judge.reading
+
+    def noting(self, check, judged):
+        found = kept(self, check, judged)
+        readings.append((check, judged.call, found))
+        return found
+
+    monkeypatch.setattr(Judge, "reading", noting)
+    for secret in ("", "0123456789abcdef" * 2):
+        monkeypatch.setenv("ATTENTION_KIT_SECRET", secret)
+        readings.clear()
+        graded = engine.grade_submission(SOLUTIONS, exercises=[exercise])
+        checks = graded.results[exercise].checks
+        assert all(c.passed for c in checks), [c.feedback for c in checks if not c.passed]
+        judged = {name for _, name, r in readings if r.judged}
+        assert judged == {j.call for j in EXERCISES[exercise].judged}, secret
+        assert [(c, n, r.ignored()) for c, n, r in readings if r.ignored()] == [], secret
 
 
 LAST_CALLS = '''import numpy as np
@@ -240,8 +267,8 @@ calls = []
 
 
 def softmax(logits, axis=-1):
-    """Uniform weights, but the right ones from call LAST on: the informative calls, on 4e1a685
-    the last two of the visible worker, after the visible checks' LAST calls."""
+    """Uniform weights, but the right ones from call LAST on: on 4e1a685 the informative
+    calls were the last two of the visible worker, after the visible checks' LAST calls."""
     calls.append(1)
     x = np.asarray(logits)
     if x.dtype.kind not in "biuf" or np.any(np.isnan(x) | np.isposinf(x)):
@@ -260,7 +287,8 @@ def softmax(logits, axis=-1):
 def test_answering_the_last_calls_otherwise_earns_nothing(tmp_path):
     """The uniform softmax of the zoo, right on the worker's last two calls: on 4e1a685 those
     were the informative calls (the visible checks make the same number of calls on every run,
-    and a student counts them once), and it kept 7/15."""
+    and a student counts them once), and it kept 7/15. Now the last calls are a check's own,
+    each judged with its check."""
     def graded(last: int, folder: str) -> engine.ExerciseResult:
         text = LAST_CALLS.replace("LAST", str(last))
         submission = make_submission(tmp_path / folder, {"softmax.py": text}, base=None)

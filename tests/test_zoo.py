@@ -168,6 +168,43 @@ def test_an_entry_that_ignores_its_input_earns_nothing_for_it(entry, zoo_results
     assert own.score <= IGNORING[entry.exercise], [c.name for c in own.checks if c.passed]
 
 
+def test_an_answer_is_judged_on_the_inputs_its_points_are_for(zoo_results, tmp_path,
+                                                              monkeypatch):
+    """Two honest files, each convicted on c6e9838 by calls drawn apart from the checks: a
+    module with no output bias under bias=True (1/25 under a secret whose calls sent one)
+    keeps the five properties it meets without it, and loses only the checks that load the
+    bias; attention with no ``mask is None`` branch (NaN weights without a mask, those calls'
+    only kind; 3/20) keeps the mask checks it passes, and loses only the checks it answers
+    with NaN."""
+    from grader.core.engine import grade_submission
+
+    monkeypatch.setenv("ATTENTION_KIT_SECRET", "f" * 32)
+    secret = grade_submission(build(BY_NAME["mha_output_bias_missing"], tmp_path),
+                              exercises=["mha"]).results["mha"]
+    assert secret.score == 10, [c.feedback for c in secret.checks if not c.passed]
+    mha = zoo_results["mha_output_bias_missing"]["mha"]
+    checks = {c.name: c for c in mha.checks}
+    assert {name for name, c in checks.items() if not c.passed} == {
+        "test_has_four_linear_projections", "test_parameter_count_independent_of_heads",
+        "test_matches_torch_multihead_attention", "test_gradients_match_torch",
+        "test_mha_matches_answer_key"}
+    assert mha.score == 10
+    assert "Failed: MultiHeadAttention(1, 1, bias=True) has no wo.bias, so this example's " \
+           "weights cannot be loaded into it" in checks["test_gradients_match_torch"].feedback
+    attention = zoo_results["attention_nan_without_mask"]["attention"]
+    checks = {c.name: c for c in attention.checks}
+    assert {name for name, c in checks.items() if c.passed} == {
+        "test_causal_mask_blocks_exactly_the_future", "test_causal_mask_rejects_bad_t",
+        "test_zero_weight_on_blocked_positions", "test_no_weight_on_future_positions",
+        "test_mask_broadcasts", "test_rejects_mismatched_shapes",
+        "test_rejects_non_boolean_mask", "test_rejects_query_with_no_allowed_key"}
+    assert attention.score == 11
+    assert "Failed: the row sums: got nan at index (0,), expected 1 (1 of 1 entry off)" in \
+        checks["test_rows_sum_to_one"].feedback
+    for result in (mha, attention):
+        assert not any("ignores its input" in c.feedback for c in result.checks)
+
+
 @pytest.mark.parametrize("exercise", COURSE.names())
 def test_every_check_fails_on_some_wrong_entry(exercise, zoo_results):
     failed = {c.name for entry in WRONG if entry.exercise == exercise  # no other fails any

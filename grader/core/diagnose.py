@@ -135,13 +135,13 @@ def earned(exercise: Exercise, misconception_id: str, calls: list[tuple]) -> str
 
 def answering(exercise: Exercise, name: str) -> Any:
     """What answers ``name`` (a function or an operation of ``exercise``) rightly, here: its
-    reference, the reference its informative inputs name, or the operation run on the
+    reference, the reference its judgement names (``EX.judge_input``), or the operation run on the
     references as the worker runs it on the student's module."""
     if name in exercise.references:
         return exercise.references[name]
-    for informative in exercise.informative:
-        if informative.call == name:
-            return informative.reference
+    for judged in exercise.judged:
+        if judged.call == name:
+            return judged.reference
     return exercise._answers(name)
 
 

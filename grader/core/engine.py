@@ -36,7 +36,7 @@ from .submission import (  # noqa: F401  (BadSubmission, the limits and the copy
     copy_submission,
     protect_key,
 )
-from .vacuous import MISFIT_LINE, InformativeCalls, verdicts, withhold
+from .vacuous import MISFIT_LINE, Judge, Kept
 
 # Small tensors gain nothing from threads, and a forked worker must not inherit a busy pool.
 torch.set_num_threads(1)
@@ -194,8 +194,7 @@ def visible_phase(
     found: list[str] = []
     evidence: dict[str, list[tuple]] = {}  # a failing check -> the calls of its shown example
     probed: dict[str, tuple] = {}  # a misconception -> the probe's call that showed it
-    calls: dict[str, set[str]] = {}  # check -> the functions and operations it called
-    ignored: dict[str, str] = {}  # function or operation -> why it ignores its input
+    judge = Judge(exercise)  # what each check's calls show of their input
     framework = exercise.framework
     try:
         with Sandbox(view, exercise.name, limits=limits, framework=framework) as sandbox:
@@ -203,16 +202,12 @@ def visible_phase(
                 student = _loaded(sandbox, exercise, key)
                 ctx = Context(student, None, devices)
                 student._calls = ctx.calls
-                # the informative calls, each before the check the secret chooses
-                informative = InformativeCalls(exercise, student, secret, len(visible))
-                for place, check in enumerate(visible):
-                    informative.due(place)
+                for check in visible:
                     result.checks.append(_run_noting_calls(check, ctx, course, points, secret,
-                                                           calls))
+                                                           judge))
                     evidence[check.name] = list(ctx.calls)
                 if not all(c.passed for c in result.checks):
                     found = diagnose(exercise, student, probed)  # probes are visible calls
-                ignored = verdicts(informative)
             finally:
                 result.output = _printed(sandbox)
     except (_LoadFailed, WorkerLost) as error:
@@ -223,13 +218,12 @@ def visible_phase(
         return phases.Seen(result)
     note_misconceptions(result, found, hints=course.hints, exercise=exercise,
                         evidence=evidence, probed=probed)
-    for c in result.checks:
-        withhold(c, calls.get(c.name, set()), ignored)
+    judge.withhold(result.checks)
     # The visible verdicts are final: the hidden phase only adds the hidden checks' own.
     if not hidden:
         return phases.Seen(result)
     return phases.Seen(result, phases.Plan.of(
-        [c.name for c in hidden], limits, found=found, ignored=ignored,
+        [c.name for c in hidden], limits, found=found, uses=judge.uses(),
         failing=not all(c.passed for c in result.checks)))
 
 
@@ -242,15 +236,16 @@ def hidden_phase(folder: Path, exercise: Exercise, plan: phases.Plan, *, course:
     one failed, from probes run here, after the hidden calls, so they go on the hidden checks
     alone (shown when grades are published), never on the exercise's list. A worker lost on
     the way costs every hidden check, each with ``HIDDEN_LOST``; why it stopped goes to the
-    instructor's output only."""
+    instructor's output only. Each is judged on its own calls, or, where those cannot tell, on
+    what the visible checks' calls showed (``plan.uses``)."""
     view = folder.parent / "views" / exercise.name
     hidden = [c for c in exercise.checks if c.name in plan.checks]
     points = course.check_points(exercise)
-    limits, found, ignored = plan.exercise_limits(), plan.found, plan.ignored
+    limits, found = plan.exercise_limits(), plan.found
+    judge = Judge(exercise, uses=plan.uses)  # the visible checks' reading, where one does not tell
     results: list[CheckResult] = []
     evidence: dict[str, list[tuple]] = {}
     probed: dict[str, tuple] = {}
-    calls: dict[str, set[str]] = {}
     printed = ""
     try:
         with Sandbox(view, exercise.name, limits=limits, framework=exercise.framework) as sandbox:
@@ -259,7 +254,7 @@ def hidden_phase(folder: Path, exercise: Exercise, plan: phases.Plan, *, course:
                 ctx = Context(student, AnswerKey(key, exercise), devices)
                 student._calls = ctx.calls
                 for check in hidden:
-                    results.append(_run_noting_calls(check, ctx, course, points, secret, calls))
+                    results.append(_run_noting_calls(check, ctx, course, points, secret, judge))
                     evidence[check.name] = list(ctx.calls)
                 if not found and not plan.failing and not all(c.passed for c in results):
                     found = diagnose(exercise, student, probed)  # only a hidden one failed
@@ -271,17 +266,22 @@ def hidden_phase(folder: Path, exercise: Exercise, plan: phases.Plan, *, course:
         return phases.Added([_zero(c, points[c.name], HIDDEN_LOST) for c in hidden], printed)
     hint_checks(results, found, hints=course.hints, exercise=exercise, evidence=evidence,
                 probed=probed)
-    for c in results:
-        withhold(c, calls.get(c.name, set()), ignored)
+    judge.withhold(results)
     return phases.Added(results, printed)
 
 
 def _run_noting_calls(check: Check, ctx: Context, course: Course, points: dict[str, float],
-              secret: str, calls: dict[str, set[str]]) -> CheckResult:
-    """``run_check``, noting in ``calls`` what the check called of the student's code."""
-    ctx.student.names_called.clear()
-    result = run_check(check, ctx, course, points[check.name], secret)
-    calls[check.name] = set(ctx.student.names_called)
+                      secret: str, judge: Judge) -> CheckResult:
+    """``run_check``, noting for ``judge`` what the check called of the student's code."""
+    student = ctx.student
+    student.names_called.clear()
+    student.judged_calls = Kept()
+    try:
+        result = run_check(check, ctx, course, points[check.name], secret)
+    finally:
+        calls, student.judged_calls = student.judged_calls, None
+    judge.note(check.name, calls, student.names_called, passed=result.passed,
+               hidden=check.hidden)
     return result
 
 

@@ -103,20 +103,16 @@ class Misconception:
 
 
 @dataclass(frozen=True)
-class Informative:
-    """Inputs on which the answer depends: ``examples(draw, n)`` gives the positional arguments
-    of ``n`` calls of ``call`` (a function or an operation) of one structure where the checks'
-    inputs have one (a shape, a dtype, a module), drawn as the checks draw theirs (``draw`` is a
-    ``strategies.Draw``), and ``reference`` answers them as the student's code should, in the
-    grading process. A function whose results on them are as good as the same, one repeated
-    value or an argument as is (each next to the reference's own), or no answer at all, ignores
-    its input, and each check that calls any of ``covers`` then passes without its points
-    (``grader.core.vacuous``)."""
+class Judged:
+    """A function or operation (``call``) whose answers must use their input to earn the
+    points of the checks that call it: where a check's calls of it show nothing of their input
+    next to what ``reference`` answers to the same calls, in the grading process, the check
+    passes without its points (``grader.core.vacuous``). A check that calls one of ``covers``
+    and cannot tell on its own calls is judged by every check's calls of ``call``."""
 
     call: str
     label: str  # how the student knows it: "softmax", "MultiHeadAttention's forward"
     covers: tuple[str, ...]
-    examples: Callable[[Any, int], list[tuple]]
     reference: Callable[..., Any]
 
 
@@ -221,11 +217,6 @@ def _record_draws(data: Any, ctx: Context) -> None:
     data.draw = recording_draw
 
 
-# The informative calls of one function, at most (``grader.core.vacuous``), for the bound on
-# an exercise's stopped calls (``Exercise.stopped_seconds``).
-INFORMATIVE_CALLS = 6
-
-
 class HungCall(CallTimedOut, Exception):
     """A call of the current example ran past its own limit (``CallTimedOut``), raised where
     Hypothesis takes it for a failure like any other and shrinks its input, each smaller input
@@ -309,7 +300,7 @@ class Exercise:
         self.explained: dict[str, tuple[str, ...]] = {}  # misconception -> the checks it fails
         # misconception -> {function: its mistaken version, giving the candidate answers}
         self.mistaken: dict[str, dict[str, Callable[..., list[Any]]]] = {}
-        self.informative: list[Informative] = []
+        self.judged: list[Judged] = []
         self.operations: dict[str, Callable[..., Any]] = {}
         self.references: dict[str, Callable[..., Any]] = {}
 
@@ -378,21 +369,19 @@ class Exercise:
         """Whether a failure of ``check`` supports the diagnosis ``misconception_id``."""
         return hidden or check in self.explained.get(misconception_id, ())
 
-    def informative_inputs(self, call: str, *, label: str = "", covers: tuple[str, ...] = (),
-                           reference: Callable[..., Any] | None = None):
-        """Register the informative inputs of ``call`` (``Informative``): the decorated
-        function takes a ``strategies.Draw`` and a count, and returns the positional arguments
-        of that many calls of one structure, each an input a check could draw. ``covers``: the
-        names whose checks a vacuous result costs (``call`` itself by default). ``reference``:
-        what answers them (the reference of that name by default; an operation runs on the
+    def judge_input(self, call: str, *, label: str = "", covers: tuple[str, ...] = (),
+                    reference: Callable[..., Any] | None = None) -> Judged:
+        """Declare that the checks calling ``call`` (a function or an operation) earn their
+        points only where its answers use their input (``Judged``). ``covers``: the names whose
+        checks are judged by it (``call`` itself by default). ``reference``: what answers its
+        calls rightly (the reference of that name by default; an operation runs on the
         exercise's references)."""
-
-        def decorate(func: Callable[[Any, int], list[tuple]]) -> Callable[[Any, int], list[tuple]]:
-            self.informative.append(Informative(call, label or call, tuple(covers) or (call,),
-                                                func, reference or self._answers(call)))
-            return func
-
-        return decorate
+        if any(j.call == call for j in self.judged):
+            raise ValueError(f"{self.name}: {call} is judged twice")
+        judged = Judged(call, label or call, tuple(covers) or (call,),
+                        reference or self._answers(call))
+        self.judged.append(judged)
+        return judged
 
     def _answers(self, call: str) -> Callable[..., Any]:
         """The reference answer of ``call``: its reference function, or its operation run on a
@@ -440,16 +429,15 @@ class Exercise:
     def stopped_seconds(self, limits: Any) -> float:
         """The wall seconds this exercise's calls stopped at their CPU limit may take in all,
         on a machine that gives each worker half a CPU (the exercise's own limit,
-        ``Limits.timeout``, leaves them out): one per check, ``SHRINK_STOPS`` more, one that
-        ends the diagnosis and one per informative call, each its limit (a measured
+        ``Limits.timeout``, leaves them out): one per check, ``SHRINK_STOPS`` more and one that
+        ends the diagnosis, each its limit (a measured
         operation's ten times it) and a second for a fresh worker. A call that waits without
         computing is stopped by its wall limit instead (``call_limit.CALL_WALL`` times the
         CPU limit), later than this counts."""
         from ..sandbox.isolation import MEASURED_CALLS, TORCH_CALLS
 
         call = limits.call * (TORCH_CALLS if self.framework == "torch" else 1)
-        calls = (len(self.checks) + SHRINK_STOPS + 1
-                 + INFORMATIVE_CALLS * len(self.informative))
+        calls = len(self.checks) + SHRINK_STOPS + 1
         measured = sum(getattr(op, "measured", False) for op in self.operations.values())
         return calls * (2 * call + 1) + measured * (2 * MEASURED_CALLS * call + 1)
 

@@ -12,9 +12,6 @@
 - ``ensure_free_stackframes``: the recursion limit Hypothesis sets for each run of a test (2000
   frames above the frame that calls it); ``grader.core.replay`` runs a replayed or followed
   example under the same one.
-- ``BuildContext`` and ``ConjectureData(random=...)``: a draw from a strategy outside a test,
-  from a seeded ``Random``; ``grader.core.strategies.Draw`` draws the informative inputs so, as
-  Hypothesis generates the checks' examples.
 - ``deterministic_PRNG``: the seeded random state Hypothesis runs each example in;
   ``grader.core.replay`` runs a replayed example in the same one. Its registered generators
   (``RANDOMS_TO_MANAGE``) and their seeded state (``_seeded_state``) let a check's replayed
@@ -33,7 +30,7 @@ import hypothesis
 TESTED = ">=6.170,<6.171"  # as in pyproject.toml
 
 try:
-    from hypothesis.control import BuildContext, current_build_context
+    from hypothesis.control import current_build_context
     from hypothesis.core import failure_exceptions_to_catch, skip_exceptions_to_reraise
     from hypothesis.errors import FailedHealthCheck, StopTest, UnsatisfiedAssumption
     from hypothesis.internal.conjecture import providers
@@ -51,8 +48,6 @@ try:
     from hypothesis.internal.conjecture.data import ConjectureData
 
     ConjectureData.nodes  # noqa: B018  (the choices a run made: replay.choices)
-    ConjectureData(random=Random(0))  # a draw outside a test (strategies.Draw)
-    BuildContext(ConjectureData(random=Random(0)), is_final=False, wrapped_test=None)
     for _name in ("type", "value", "constraints", "was_forced"):
         ChoiceNode.__dataclass_fields__[_name]
 
@@ -83,7 +78,7 @@ def reseed() -> None:
             generator.seed(0)
 
 
-__all__ = ["TESTED", "BuildContext", "ConjectureData", "FailedHealthCheck", "InterestingOrigin",
+__all__ = ["TESTED", "ConjectureData", "FailedHealthCheck", "InterestingOrigin",
            "StopTest", "UnsatisfiedAssumption", "current_build_context", "deterministic_PRNG",
            "ensure_free_stackframes", "failure_exceptions_to_catch", "providers", "reseed",
            "skip_exceptions_to_reraise"]

@@ -43,14 +43,15 @@ NOT_YET = "the hidden checks had not run when this was written"
 class Plan:
     """What an exercise's hidden phase takes from its visible phase: the hidden checks to run
     (by name), the exercise's ``limits`` less the seconds its files took to read (``spent``),
-    the visible diagnosis (``found``), whether a visible check failed (``failing``), and the
-    functions the informative calls found to ignore their input (``ignored``)."""
+    the visible diagnosis (``found``), whether a visible check failed (``failing``), and why
+    each judged function ignores its input over the visible checks' calls (``uses``: None where
+    it uses it), for hidden checks whose own calls cannot tell."""
 
     checks: list[str]
     limits: dict[str, Any]
     found: list[str] = field(default_factory=list)
     failing: bool = False
-    ignored: dict[str, str] = field(default_factory=dict)
+    uses: dict[str, str | None] = field(default_factory=dict)
 
     @classmethod
     def of(cls, checks: list[str], limits: Limits, **fields: Any) -> Plan:

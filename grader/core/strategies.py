@@ -9,14 +9,11 @@ every element, which keeps shrinking a failure to well under a second.
 
 from __future__ import annotations
 
-from random import Random
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
-
-from .internals import BuildContext, ConjectureData
 
 FLOAT_DTYPES = (np.float64, np.float32)
 
@@ -141,32 +138,3 @@ def telling_mask(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray
 def causal(t: int) -> np.ndarray:
     """The (t, t) causal mask: [i, j] is True (blocked) iff j > i."""
     return np.triu(np.ones((t, t), dtype=np.bool_), k=1)
-
-
-class Draw:
-    """Draws from strategies outside a test, as Hypothesis generates an example: choice by
-    choice from a seeded ``Random`` (``grader.core.internals``). The informative inputs
-    (``grader.core.vacuous``) are drawn so, with the checks' strategies and seeded arrays, so
-    each is an input a check could draw, its sizes and seeds as often small or large."""
-
-    def __init__(self, seed: int):
-        self.data = ConjectureData(random=Random(seed))
-
-    def __call__(self, strategy: st.SearchStrategy) -> Any:
-        with BuildContext(self.data, is_final=False, wrapped_test=None):
-            return self.data.draw(strategy)
-
-    def integer(self, low: int, high: int) -> int:
-        return self(st.integers(low, high))
-
-    def choice(self, options: Any) -> Any:
-        return self(st.sampled_from(options))
-
-    def shape(self, min_dims: int, max_dims: int, min_side: int, max_side: int
-              ) -> tuple[int, ...]:
-        return self(hnp.array_shapes(min_dims=min_dims, max_dims=max_dims, min_side=min_side,
-                                     max_side=max_side))
-
-    def grid(self, dtype, shape: tuple[int, ...], low: float, high: float) -> np.ndarray:
-        """Grid values from a drawn seed, as ``floats_array`` draws them when not zeros."""
-        return seeded_grid(self(SEEDS), shape, low, high).astype(dtype)

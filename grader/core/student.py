@@ -27,6 +27,7 @@ from ..sandbox.isolation import MALFORMED, Sandbox
 from ..sandbox.operation_helpers import plain
 from .answer_key import _key_module, answerer, module_call
 from .exercise import Exercise
+from .vacuous import Kept
 
 
 class NotImplementedYet(BaseException):
@@ -43,12 +44,11 @@ def _wire(value: Any) -> Any:
 def canonical(exercise: Exercise, name: str, args: tuple, kwargs: dict[str, Any]
               ) -> tuple[tuple, dict[str, Any]]:
     """A call of the exercise's function ``name`` as the worker is sent it, whoever makes it
-    (a check, a probe, an informative call): its arguments bound to the contract's signature
-    (the reference's), each passed by position up to the first one left out, the rest by
-    name. So the form of a call tells the student's code nothing of who made it: on d63756d
-    every check passed ``axis=`` by name and the informative calls by position, and a softmax
-    that answered positional calls with anything that moved, and the others uniformly, kept
-    7 of 15 (issue 36). A call the contract does not take is sent as it was made."""
+    (a check, a probe): its arguments bound to the contract's signature (the reference's),
+    each passed by position up to the first one left out, the rest by name. So a call's form
+    tells the student's code nothing of who made it, and a function whose parameters are named
+    otherwise than the contract's gets the same call whoever makes it. A call the contract
+    does not take is sent as it was made."""
     reference = exercise.references.get(name)
     if reference is None:
         return args, kwargs
@@ -72,6 +72,9 @@ class Student:
         self._trusted = trusted  # the answer key itself: its own files, no rule
         self._key_folder = key_folder  # what answers the proxies, when there is one
         self.names_called: set[str] = set()  # the functions and operations called so far
+        # The calls of the judged names (``EX.judge_input``) so far, with their answers, for
+        # ``vacuous.Judge``; None: not kept.
+        self.judged_calls: Kept | None = None
         sandbox.answer = self._answer
 
     def siblings(self) -> dict[str, dict[str, str]]:
@@ -232,10 +235,14 @@ class Student:
             raise
 
     def _note(self, name: str, args: tuple, kwargs: dict, reply: Any) -> None:
-        """Keep the call for the hints (``Context.calls``), when someone listens."""
+        """Keep the call for the hints (``Context.calls``), when someone listens, unless it
+        was stopped; and for the judgement, when it is of a judged name."""
         calls = self.__dict__.get("_calls")
-        if calls is not None:
+        if calls is not None and not isinstance(reply, (CallTimedOut, NotImplementedYet)):
             calls.append((name, args, dict(kwargs), reply))
+        if self.judged_calls is not None and any(
+                j.call == name for j in self._exercise.judged):
+            self.judged_calls.keep(name, args, kwargs, reply)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
@@ -247,7 +254,7 @@ class Student:
                 try:
                     reply = self._request("call", func=name, args=_wire(list(sent)),
                                           kwargs=named)
-                except StudentError as error:
+                except (StudentError, CallTimedOut, NotImplementedYet) as error:
                     self._note(name, args, kwargs, error)
                     raise
                 self._note(name, args, kwargs, reply)
@@ -265,7 +272,7 @@ class Student:
                         reply = self._measured(name, **kwargs)
                     else:
                         reply = self._request(name, **{k: _wire(v) for k, v in kwargs.items()})
-                except StudentError as error:
+                except (StudentError, CallTimedOut, NotImplementedYet) as error:
                     self._note(name, (), kwargs, error)
                     raise
                 self._note(name, (), kwargs, reply[0] if measured else reply)

@@ -1,219 +1,163 @@
-"""No points for ignoring the input.
+"""No points for ignoring the input, judged on each check's own calls.
 
 A uniform softmax meets "every row sums to 1" and "adding a constant changes nothing" whatever
 its input, and rejects NaN as the key does: those checks pass, and show nothing. So each
-exercise declares informative inputs for what the student writes (``@EX.informative_inputs``):
-``GROUPS`` groups of ``PER_GROUP`` calls, each group of one structure (shape, dtype, axis,
-module) and each call of its own values, drawn with the checks' strategies as Hypothesis
-generates an example (the same ranges and seeded values on the 1/8 grid: each is an input a
-check could send; ``strategies.Draw``), from the course secret, and drawn again until the
-reference's own answers to them move (``informative``). The calls are made in the visible
-checks' worker, each before a check that the secret chooses (``InformativeCalls``), so neither
-their values nor their order tells them from a check's.
+exercise names what the student writes that must use its input (``EX.judge_input``), and
+``Student`` keeps every call a check makes of it with its answer (``Call``). Once a check has
+passed, the reference answers the same calls here, in the grading process (``Judge.answer``,
+once per question), and each part of the student's answers is judged beside the reference's
+part in the same place (``read``; the comparisons are ``grader.core.movement``'s).
 
-Next to the reference's answers to the same calls, a call shows nothing of its input when it
-gives no answer (any exception, no array, a call past its time limit), or its result (any part
-of it: attention's weights alone) is one of its arguments as it was given (softmax returning
-the logits) or holds one repeated value (every weight 1/T, a mask that blocks nothing), each
-within ``TOLERANCE`` of what the reference's answer moves; and a group shows nothing when each
-of its calls does, or its results are the same for its different inputs (a fixed array). A
-function whose every group shows nothing ignores its input (``ignores_input``): every check that
-called it (or the operation) passes without its points, with one line that says why. A part of
-one number (a length, a count) is never judged, and a module whose layers cannot take the call's
-weights is left to the checks on its layers. Every other result, however wrong, keeps the points
-of the checks it passes: an answer that moves with its input on one structure of the three is
-not judged to ignore it.
+A call tells at a place where the reference's part varies (``tells``) and is none of the
+answers that need no use of the input: one of the call's arguments as given, or, where the
+call has a mask or entries that are not finite, the answer to the same call with every float
+set to 0 (``_Question.beyond``). There the student's part is quiet when it holds one repeated
+value, is an argument as given, is the answer for zeros, is the same as its part of that
+shape for every other call of the check, the reference's differing for one at least (each
+within ``TOLERANCE`` of how far the reference's moves), or is no answer (an exception, NaN where the reference has none, no array:
+a module that cannot take the call's weights); otherwise it moves. A check loses its points
+when, at some place that tells on its calls, none moves. A check none of whose calls tells
+(each an input the reference rejects) is judged by the others: it keeps its points when some
+visible check's calls, judged on their own, show the function using its input. A call the
+function cannot answer counts against that call, never as evidence about another.
 """
 
 from __future__ import annotations
 
 import copy
-import functools
+import pickle
 import re
-import zlib
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from ..sandbox.errors import CallTimedOut, StudentError
-from .exercise import Exercise, Informative
+from ..sandbox.errors import CallTimedOut
+from .exercise import Exercise, Judged
+from .movement import TOLERANCE, Entries, constant, parts, same, tells, zeroed
 from .results import CheckResult
-from .strategies import Draw
-from .student import NotImplementedYet
 
 NO_POINTS = "Passed, but no points: {label} ignores its input ({why}), so this property holds " \
             "whatever the input and shows nothing."
-# An answer ignores its input where it moves less than this fraction of what the reference's
-# answer moves (between two inputs, from one entry to the next, from an argument). Far
-# above rounding (1e-16 in float64, 6e-8 in float32: a right answer moves as the reference's
-# does, to within them) and far below how much any honest answer in the zoo moves; noise
-# that is a thousandth of the answer's own change is no use of the input.
-TOLERANCE = 1e-3
-# How much the reference's own answers must move (relative to their size, at least 1) for a
-# drawn set of calls to be informative: well clear of rounding, so the tolerance above is a
-# fraction of a real change.
-FLOOR = 1e-2
-# What the worker's ``load_state`` says of a module whose parameters cannot take the weights a
-# call sends: a module of another shape than the contract's is judged by the checks on its
-# layers, and its failing to load them tells nothing of whether its answers use their input
-# (a GroupedQueryAttention whose keys keep the full width answers no call with groups).
-MISFIT = "has another shape than"
-# The whole line ``operation_helpers.load_state`` writes: a student's own text (a class named
-# "has another shape than", whose instance the worker calls "a has another shape than") never
-# matches it.
+# The whole line ``operation_helpers.load_state`` writes of a module whose parameters cannot
+# take the weights a call sends (what ``engine`` tells the student then). A student's own text
+# (a class named "has another shape than") never matches it.
 MISFIT_LINE = re.compile(r"\w+\.\w+ is missing or has another shape than \((\d+(, \d+)*,?)?\)")
-GROUPS, PER_GROUP = 3, 2  # structures, and calls of each: a wrong answer is the same for two
-# inputs by chance (a hard maximum, a mask) or constant on some structure (softmax along a
-# length-1 axis) far more often than on three structures
-CALLS = GROUPS * PER_GROUP
-DRAWS = 2000  # sets of calls drawn at most before an exercise's declaration is taken to be wrong
+
+# The reference's answers to the questions the checks asked, by exercise and question, with
+# the bytes each holds: the least recently asked dropped first past ``MAX_ANSWER_BYTES`` in
+# all (an honest question and its answer hold a few KB), and none larger than a 64th of it.
+ANSWERS: OrderedDict[tuple[str, bytes], tuple[Any, int]] = OrderedDict()
+MAX_ANSWER_BYTES = 64 << 20
+_HELD = [0]
+
+CONSTANT = "every entry of its result is the same number"
+ARGUMENT = "it returned one of its arguments unchanged"
+FIXED = "it returned the same result for different inputs"
+ZEROS = "its result is the one it should give if every number of its input were 0"
+MIXED = "its result does not move with the numbers of its input"
+NO_ARRAY = "it returned no array for a valid input"
+NAN = "it returned NaN for a valid input"
 
 
-def parts(value: Any) -> Iterator[np.ndarray]:
-    """The numeric arrays of two entries or more in a result or in arguments, in order:
-    dicts by key, tuples and lists of arrays one by one, a list of numbers as one array."""
-    if isinstance(value, dict):
-        for key in sorted(value, key=str):
-            yield from parts(value[key])
-    elif isinstance(value, (list, tuple)) and any(
-            isinstance(v, (dict, list, tuple, np.ndarray)) for v in value):
-        for item in value:
-            yield from parts(item)
-    else:
-        try:
-            array = np.asarray(value)
-        except Exception:  # a ragged list, an object that will not convert
-            return
-        if array.dtype.kind in "biuf" and array.size >= 2:
-            yield array
+@dataclass(frozen=True)
+class Call:
+    """One call a check made of a judged function or operation: the arguments as the check
+    gave them (an operation's all by name), and what came back, or the exception raised."""
+
+    name: str
+    args: tuple
+    kwargs: dict
+    reply: Any
 
 
-def distance(a: np.ndarray, b: Any) -> float:
-    """The largest difference between ``a`` and ``b`` (same shape, or a number), entry by
-    entry: equal infinities and two NaNs are no difference, a NaN against a number is an
-    infinite one."""
-    x = np.asarray(a, dtype=np.float64)
-    y = np.broadcast_to(np.asarray(b, dtype=np.float64), x.shape)
-    same = (x == y) | (np.isnan(x) & np.isnan(y))
-    with np.errstate(invalid="ignore", over="ignore"):
-        gap = np.where(same, 0.0, np.abs(x - y))
-    gap = np.where(np.isnan(gap), np.inf, gap)
-    return float(gap.max()) if gap.size else 0.0
+class Kept(list):
+    """One check's calls (``Call``), kept as the student proxy makes them, up to ``MAX_BYTES``
+    of arrays in all: the key's checks keep 43 KB at most (mha's, 20 calls), and the calls
+    past it (a file that answers with arrays as large as a reply may be, call after call) are
+    not kept, so no submission makes the grading process hold more than that per check. The
+    check is judged on those kept."""
+
+    MAX_BYTES = 4 << 20
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bytes = 0
+
+    def keep(self, name: str, args: tuple, kwargs: dict, reply: Any) -> None:
+        """Keep the call, its arguments copied (a check may change an array it has sent),
+        while the budget lasts."""
+        size = _size((args, kwargs, reply))
+        if self.bytes + size <= self.MAX_BYTES:
+            self.bytes += size
+            self.append(Call(name, copy.deepcopy(args), copy.deepcopy(kwargs), reply))
 
 
-def spread(a: np.ndarray) -> float:
-    """How far the entries of ``a`` are from its first: 0 for one repeated value."""
-    return distance(a, np.asarray(a, dtype=np.float64).flat[0])
+def _size(value: Any, depth: int = 0) -> int:
+    """About how many bytes ``value`` holds: its arrays' bytes, 64 for anything else."""
+    if isinstance(value, np.ndarray):
+        return int(value.nbytes) + 64
+    if depth < 32 and isinstance(value, dict):
+        return 64 + sum(_size(v, depth + 1) for v in value.values())
+    if depth < 32 and isinstance(value, (list, tuple)):
+        return 64 + sum(_size(v, depth + 1) for v in value)
+    return 64
 
 
-def _floor(part: np.ndarray) -> float:
-    finite = np.asarray(part, dtype=np.float64)
-    finite = np.abs(finite[np.isfinite(finite)])
-    return FLOOR * max(1.0, float(finite.max()) if finite.size else 1.0)
+# -- one check's calls, judged ----------------------------------------------------------------
+@dataclass
+class Reading:
+    """What one check's calls of one judged name show, place by place in the answer: where the
+    reference's answers tell (``telling``), where some call of the student's moves
+    (``moving``), and how the others were quiet (``quiet``: place -> reasons, in call order)."""
+
+    telling: set[tuple] = field(default_factory=set)
+    moving: set[tuple] = field(default_factory=set)
+    quiet: dict[tuple, list[str]] = field(default_factory=dict)
+
+    @property
+    def judged(self) -> bool:
+        """Some answer of the reference's told: the calls can show whether it uses its input."""
+        return bool(self.telling)
+
+    def ignored(self) -> str | None:
+        """Why the calls ignore their input, or None: some place that tells, where no call
+        moves, its reasons said of the answers given before any exception."""
+        places = sorted(self.telling - self.moving, key=lambda p: (not _answered(
+            self.quiet.get(p, [])), repr(p)))
+        return _why(self.quiet.get(places[0], [])) if places else None
+
+    def add(self, other: Reading) -> None:
+        self.telling |= other.telling
+        self.moving |= other.moving
+        for place, reasons in other.quiet.items():
+            self.quiet.setdefault(place, []).extend(reasons)
 
 
-def _arguments(args: tuple) -> list[np.ndarray]:
-    return list(parts(list(args)))
+def _answered(reasons: list[str]) -> list[str]:
+    return [r for r in reasons if r in (CONSTANT, ARGUMENT, FIXED, ZEROS)]
 
 
-def groups(calls: list[Any]) -> list[list[Any]]:
-    """``calls`` (anything kept per informative call) cut into their groups, in order."""
-    return [calls[g * PER_GROUP:(g + 1) * PER_GROUP] for g in range(GROUPS)]
+def _why(reasons: list[str]) -> str:
+    """One reason for them all: the one they share, or what each of theirs is a case of (one
+    repeated value, the answer for zeros, one answer for different inputs: none moves with the
+    numbers of the input), or the most frequent; the first exception where none answered."""
+    answered = _answered(reasons)
+    if len(set(answered)) == 1:
+        return answered[0]
+    if answered and ARGUMENT not in answered:
+        return MIXED
+    if answered:
+        return max(sorted(set(answered)), key=answered.count)
+    return reasons[0] if reasons else NO_ARRAY
 
 
-def informative(inputs: list[tuple], answers: list[Any]) -> bool:
-    """Whether the reference's ``answers`` to one group's calls ``inputs`` can show that
-    another answer ignores its input: no two inputs are equal; every part of each answer holds
-    more than one value and is clear of each argument of its shape; and a part of floats of one
-    shape in two answers differs between them (a part of integers or bools, such as the
-    lengths of a cache, may be the same)."""
-    if any(_same_call(a, b) for i, a in enumerate(inputs) for b in inputs[i + 1:]):
-        return False
-    outputs = [list(parts(a)) for a in answers]
-    if not all(outputs) or len({len(o) for o in outputs}) != 1:
-        return False
-    for args, output in zip(inputs, outputs):
-        for part in output:
-            if spread(part) < _floor(part):
-                return False
-            if any(a.shape == part.shape and distance(part, a) < _floor(part)
-                   for a in _arguments(args)):
-                return False
-    for i, first in enumerate(outputs):
-        for second in outputs[i + 1:]:
-            for x, y in zip(first, second):
-                if (x.shape == y.shape and x.dtype.kind == "f"
-                        and distance(x, y) < max(_floor(x), _floor(y))):
-                    return False
-    return True
+def silence(error: BaseException) -> str:
+    """What an exception instead of an answer says."""
+    from .student import NotImplementedYet
 
-
-def _same_call(a: tuple, b: tuple) -> bool:
-    """The two calls' arguments are equal, arrays entry by entry."""
-    def key(args: Any) -> Any:
-        if isinstance(args, dict):
-            return tuple((k, key(v)) for k, v in sorted(args.items(), key=lambda kv: str(kv[0])))
-        if isinstance(args, (list, tuple)):
-            return tuple(key(v) for v in args)
-        if isinstance(args, np.ndarray):
-            return (args.dtype.str, args.shape, args.tobytes())
-        return repr(args)
-
-    return key(a) == key(b)
-
-
-def ignores_input(inputs: list[tuple], results: list[Any], answers: list[Any]) -> str | None:
-    """Why the ``results`` of the informative calls with ``inputs`` ignore their input, next to
-    the reference's ``answers`` to the same calls, or None. A result that is an exception (a
-    ``StudentError``, or any ``BaseException``) or holds no array gave no answer. A part of a
-    result is judged against the reference's part in the same place; each rule holds where the
-    reference's own answer moves (``informative`` draws the inputs so that it does)."""
-    references = [list(parts(a)) for a in answers]
-    outputs: list[list[np.ndarray] | None] = []
-    for result, reference in zip(results, references):
-        output = None if isinstance(result, BaseException) else list(parts(result))
-        outputs.append(output if output or not reference else None)
-    raised = [r for r in results if isinstance(r, BaseException)]
-    silence = _raised(raised[0]) if raised else "it returned no array for a valid input"
-    answered = [o for o in outputs if o is not None]
-    if not answered:
-        return silence
-    for index in range(min(len(o) for o in answered + references)):
-        got = [None if o is None else o[index] for o in outputs]
-        want = [r[index] for r in references]
-        arguments = {i for i, (args, g, w) in enumerate(zip(inputs, got, want))
-                     if g is not None and any(
-                         a.shape == g.shape == w.shape
-                         and distance(g, a) <= TOLERANCE * distance(w, a)
-                         for a in _arguments(args))}
-        constant = {i for i, (g, w) in enumerate(zip(got, want))
-                    if g is not None and spread(g) <= TOLERANCE * spread(w)}
-        quiet = arguments | constant | {i for i, g in enumerate(got) if g is None}
-        if all(set(group) <= quiet or _same(got, want, group)
-               for group in groups(list(range(len(got))))):
-            if len(answered) < len(got):
-                return silence
-            if len(arguments) == len(got):
-                return "it returned one of its arguments unchanged"
-            if len(constant) == len(got):
-                return "every entry of its result is the same number"
-            return "it returned the same result for different inputs"
-    return None
-
-
-def _same(got: list[Any], want: list[np.ndarray], group: list[int]) -> bool:
-    """The answers of a group of calls are the same, where the reference's all differ."""
-    answered = [i for i in group if got[i] is not None]
-    pairs = [(i, j) for n, i in enumerate(answered) for j in answered[n + 1:]]
-    return bool(pairs) and len({got[i].shape for i in answered}) == 1 and all(
-        distance(want[i], want[j]) > 0
-        and distance(got[i], got[j]) <= TOLERANCE * distance(want[i], want[j])
-        for i, j in pairs)
-
-
-def _raised(error: BaseException) -> str:
     if isinstance(error, CallTimedOut):
         return "it gave no answer within its time limit"
     if isinstance(error, NotImplementedYet):
@@ -221,111 +165,250 @@ def _raised(error: BaseException) -> str:
     return f"it raised {getattr(error, 'type', type(error).__name__)} on a valid input"
 
 
-def misfit(exercise: Exercise, call: str, error: StudentError) -> bool:
-    """Whether ``error``, raised by the informative call ``call``, is its module failing to take
-    the call's weights (``MISFIT``): only an operation loads weights, and only in the worker's
-    own words. On d63756d any reply whose message held the words did, so a softmax that
-    returned, on one informative call, an object of a class named "has another shape than"
-    was never judged, and a uniform softmax kept 7 of 15 (issue 36)."""
-    return (call in exercise.operations and bool(error.info.get("bad_return"))
-            and MISFIT_LINE.fullmatch(str(error.info.get("message"))) is not None)
+def read(calls: list[Call], answer: Callable[[Call], Any], passed: bool = False) -> Reading:
+    """``calls`` (one check's, of one name) next to the reference's answers to them
+    (``answer``: the answer, or the exception it raised), in order: ``Reading``.
 
+    Where the check ``passed``, an exception the student's code raised was what the check
+    asked for (the reference need not check its input), and its call is left out, as a call
+    the reference rejects is. A call whose every part sits where an earlier call already
+    moved adds nothing, and is not answered again."""
+    reading = Reading()
+    if passed:
+        calls = [c for c in calls if not isinstance(c.reply, BaseException)]
+    gots = [silence(c.reply) if isinstance(c.reply, BaseException)
+            else {place: Entries(a) for place, a in parts(c.reply)} for c in calls]
+    wants: dict[int, dict[tuple, Entries] | None] = {}
 
-@dataclass(frozen=True)
-class Drawn:
-    """The informative inputs of one function, and the reference's answers to them."""
+    def want(index: int) -> dict[tuple, Entries] | None:
+        """The reference's parts for call ``index`` (None where it rejects the call)."""
+        if index not in wants:
+            reply = answer(calls[index])
+            wants[index] = None if isinstance(reply, BaseException) else {
+                place: Entries(a) for place, a in parts(reply)}
+        return wants[index]
 
-    inputs: list[tuple]
-    answers: list[Any]
-
-
-@functools.lru_cache(maxsize=256)
-def drawn(exercise: Exercise, call: str, secret: str) -> Drawn:
-    """The informative inputs of ``call``, drawn from the course secret (fixed without one):
-    each of the ``GROUPS`` groups is drawn as the exercise declares it until the reference's
-    answers to its calls are ``informative``."""
-    info = next(i for i in exercise.informative if i.call == call)
-    rng = np.random.default_rng(zlib.crc32(f"{secret}informative.{exercise.name}.{call}"
-                                           .encode()))
-    inputs: list[tuple] = []
-    answers: list[Any] = []
-    for _group in range(GROUPS):
-        for _ in range(DRAWS):
-            calls = info.examples(Draw(int(rng.integers(2**63))), PER_GROUP)
-            try:
-                replies = [info.reference(*copy.deepcopy(args)) for args in calls]
-            except ValueError:  # not an input the contract accepts: draw again
-                continue
-            if len(calls) == PER_GROUP and informative(calls, replies):
-                inputs += calls
-                answers += replies
-                break
-        else:
-            raise RuntimeError(f"{exercise.name}: no informative inputs of {call} in {DRAWS} "
-                               "draws")
-    return Drawn(inputs, answers)
-
-
-def examples(exercise: Exercise, call: str, secret: str) -> list[tuple]:
-    """The informative inputs of ``call`` (``drawn``), a copy the caller may keep."""
-    return copy.deepcopy(drawn(exercise, call, secret).inputs)
-
-
-class InformativeCalls:
-    """The informative calls of one exercise's visible worker, each made before one of its
-    ``slots`` visible checks, which the course secret chooses (never after the last: the
-    worker's last calls are a check's own); ``due(slot)`` makes those due before check
-    ``slot``. What each call gave (an answer, or the exception it raised) is kept for
-    ``verdicts``."""
-
-    def __init__(self, exercise: Exercise, student: Any, secret: str, slots: int):
-        self.exercise, self.student, self.secret = exercise, student, secret
-        rng = np.random.default_rng(zlib.crc32(f"{secret}informative.places.{exercise.name}"
-                                               .encode()))
-        self.places: dict[int, list[tuple[Informative, int]]] = {}
-        for info in exercise.informative:
-            for index in range(CALLS):
-                place = int(rng.integers(0, slots))
-                self.places.setdefault(place, []).append((info, index))
-        self.results: dict[str, dict[int, Any]] = {i.call: {} for i in exercise.informative}
-        self.misfit: set[str] = set()  # calls whose module could not take their weights
-
-    def due(self, slot: int) -> None:
-        for info, index in self.places.get(slot, []):
-            if info.call in self.misfit:
-                continue
-            args = drawn(self.exercise, info.call, self.secret).inputs[index]
-            try:
-                reply: Any = getattr(self.student, info.call)(*copy.deepcopy(args))
-            except (NotImplementedYet, CallTimedOut) as error:  # after a CallTimedOut, the
-                reply = error  # next call gets a fresh worker
-            except StudentError as error:
-                if misfit(self.exercise, info.call, error):
-                    self.misfit.add(info.call)
-                    continue
-                reply = error
-            self.results[info.call][index] = reply
-
-
-def verdicts(calls: InformativeCalls) -> dict[str, str]:
-    """For each name (function or operation) whose result ignores its input: the line its
-    checks get."""
-    found: dict[str, str] = {}
-    for info in calls.exercise.informative:
-        results = calls.results[info.call]
-        if info.call in calls.misfit or len(results) != CALLS:
+    for index, (call, got) in enumerate(zip(calls, gots)):
+        if isinstance(got, dict) and got and set(got) <= reading.moving:
             continue
-        known = drawn(calls.exercise, info.call, calls.secret)
-        why = ignores_input(known.inputs, [results[i] for i in range(CALLS)], known.answers)
-        if why:
-            for name in info.covers:
-                found.setdefault(name, NO_POINTS.format(label=info.label, why=why))
-    return found
+        reference_parts = want(index)
+        if reference_parts is None:
+            continue
+        if not got and reference_parts:
+            got = NO_ARRAY
+        question = _Question(call, answer)
+        for place, reference in reference_parts.items():
+            if not (tells(reference) and question.beyond(place, reference)):
+                continue
+            reading.telling.add(place)
+            if place in reading.moving:
+                continue
+            why = _quiet(got, place, reference, question) or _fixed(index, place, reference,
+                                                                    gots, want)
+            if why:
+                reading.quiet.setdefault(place, []).append(why)
+            else:
+                reading.moving.add(place)
+    return reading
 
 
-def withhold(result: CheckResult, called: set[str], found: dict[str, str]) -> None:
-    """Take a passed check's points away when it called something that ignores its input."""
-    line = next((found[name] for name in sorted(called) if name in found), None)
-    if result.passed and line:
-        result.passed, result.points = False, 0
-        result.feedback = f"Property: {result.prop}\n{line}"
+def _fixed(index: int, place: tuple, reference: Entries, gots: list,
+           want: Callable[[int], dict[tuple, Entries] | None]) -> str | None:
+    """``FIXED`` where the student's part at ``place`` for call ``index`` is the same (within
+    ``TOLERANCE`` of how far the reference's part varies) as its part of that shape for every
+    other call of the check, and the reference's parts differ for one of them at least."""
+    part = gots[index][place]
+    same_shape = [j for j, got in enumerate(gots) if j != index and isinstance(got, dict)
+                  and place in got and got[place].shape == part.shape]
+    if any(gots[j][place].kinds_differ(part)
+           or gots[j][place].gap(part) > TOLERANCE * reference.spread for j in same_shape):
+        return None  # it answers other inputs of its shape otherwise
+    for j in same_shape:
+        other = want(j)
+        if other is not None and place in other and same(
+                (part, gots[j][place]), (reference, other[place])) is not None:
+            return FIXED
+    return None  # nothing that answers otherwise to compare it with
+
+
+class _Question:
+    """What a call's parts are judged against besides the reference's answer, each made when
+    first asked for: the parts of its arguments, and the reference's answer to the same call
+    with every float set to 0 (``zeroed``), where the call has more than values to it."""
+
+    def __init__(self, call: Call, answer: Callable[[Call], Any]):
+        self.call, self._answer = call, answer
+        self._arguments: list[Entries] | None = None
+        self._zeros: dict[tuple, Entries] | None = None
+
+    @property
+    def arguments(self) -> list[Entries]:
+        if self._arguments is None:
+            self._arguments = [Entries(a) for _, a in parts([list(self.call.args),
+                                                            self.call.kwargs])]
+        return self._arguments
+
+    def zeros(self, place: tuple) -> Entries | None:
+        """The reference's part at ``place`` for this call with its floats zeroed; None where
+        the call has nothing but values (no bool array, no float that is not finite: the
+        answer for zeros is then one repeated value, which ``constant`` judges) or the
+        reference rejects the zeroed call."""
+        if self._zeros is None:
+            self._zeros = {}
+            if any(a.dtype.kind == "b" or (a.dtype.kind == "f" and not np.isfinite(a).all())
+                   for _, a in parts([list(self.call.args), self.call.kwargs])):
+                call = Call(self.call.name, zeroed(self.call.args), zeroed(self.call.kwargs),
+                            None)
+                reply = self._answer(call)
+                if not isinstance(reply, BaseException):
+                    self._zeros = {p: Entries(a) for p, a in parts(reply)}
+        return self._zeros.get(place)
+
+    def beyond(self, place: tuple, reference: Entries) -> bool:
+        """The reference's part at ``place`` is neither one of the call's arguments as given
+        nor what the zeroed call gets (where the call has more than values to it): an answer
+        that is one of those cannot be told from it here."""
+        if any(a.shape == reference.shape and same((reference, a), (reference, a)) is None
+               for a in self.arguments):
+            return False
+        zeros = self.zeros(place)
+        return zeros is None or same((reference, zeros), (reference, zeros)) is not None
+
+
+def _quiet(got: dict[tuple, Entries] | str, place: tuple, reference: Entries,
+           question: _Question) -> str | None:
+    """Why the student's part at ``place`` shows nothing of its input on its own, or None."""
+    if isinstance(got, str):
+        return got
+    part = got.get(place)
+    if part is None:
+        return NO_ARRAY
+    if not part.finite:
+        nan = part.kinds == 1
+        if nan.any() and (part.shape != reference.shape or (nan & (reference.kinds != 1)).any()):
+            return NAN
+    if constant(part, reference):
+        return CONSTANT
+    if any(a.shape == part.shape and same((part, a), (reference, a))
+           for a in question.arguments):
+        return ARGUMENT
+    zeros = question.zeros(place)
+    if zeros is not None and zeros.shape == part.shape and same((part, zeros),
+                                                                (reference, zeros)):
+        return ZEROS
+    return None
+
+
+# -- an exercise's checks, judged -------------------------------------------------------------
+class Judge:
+    """The judgement of one exercise's checks, in one grading run: the reference's answers to
+    the calls the checks made (each question answered once), and what each check's calls of
+    each judged name show (``Reading``)."""
+
+    def __init__(self, exercise: Exercise, uses: dict[str, str | None] | None = None):
+        self.exercise = exercise
+        self._readings: dict[tuple[str, str], Reading] = {}  # (check, judged name)
+        self._calls: dict[str, list[Call]] = {}  # check -> its calls, in the order run
+        self._names: dict[str, set[str]] = {}  # check -> the names it called
+        self._visible: list[str] = []  # the visible checks, in the order run
+        self._passed: set[str] = set()
+        # judged name -> why it never uses its input over the visible checks' calls (a hidden
+        # phase, in a worker and maybe a process of its own, is handed the visible one's: uses)
+        self._uses: dict[str, str | None] = dict(uses or {})
+
+    def note(self, check: str, calls: list[Call], names: set[str], *, passed: bool,
+             hidden: bool = False) -> None:
+        """Keep what check ``check`` called (``calls`` of the judged names, ``names`` of all),
+        and whether it passed."""
+        self._calls[check] = list(calls)
+        self._names[check] = set(names)
+        if passed:
+            self._passed.add(check)
+        if not hidden:
+            self._visible.append(check)
+
+    def lines(self, results: list[CheckResult]) -> dict[str, str]:
+        """The line each passed check of ``results`` gets instead of its points, by check."""
+        found: dict[str, str] = {}
+        for result in results:
+            if not result.passed:
+                continue
+            for judged in self.exercise.judged:
+                why = self._judged(result.name, judged)
+                if why:
+                    found[result.name] = NO_POINTS.format(label=judged.label, why=why)
+                    break
+        return found
+
+    def withhold(self, results: list[CheckResult]) -> None:
+        """Take their points from the passed checks of ``results`` whose calls ignore their
+        input (``lines``)."""
+        for result in results:
+            line = self.lines([result]).get(result.name)
+            if line:
+                result.passed, result.points = False, 0
+                result.feedback = f"Property: {result.prop}\n{line}"
+
+    def _judged(self, check: str, judged: Judged) -> str | None:
+        """Why check ``check``'s calls of ``judged`` ignore their input: judged on its own
+        calls, or where they cannot tell, on every check's (``_used``)."""
+        if judged.call in self._names.get(check, ()):
+            reading = self.reading(check, judged)
+            if reading.judged:
+                return reading.ignored()
+        if self._names.get(check, set()) & set(judged.covers):
+            return self._used(judged)
+        return None
+
+    def reading(self, check: str, judged: Judged) -> Reading:
+        key = (check, judged.call)
+        if key not in self._readings:
+            calls = [c for c in self._calls.get(check, []) if c.name == judged.call]
+            self._readings[key] = read(
+                calls, lambda call: self.answer(judged, call), check in self._passed)
+        return self._readings[key]
+
+    def _used(self, judged: Judged) -> str | None:
+        """Why ``judged`` ignores its input on every visible check's calls that tell, the
+        first checks first (None as soon as one shows it used; None where none tells)."""
+        if judged.call not in self._uses:
+            everything = Reading()
+            for check in self._visible:
+                reading = self.reading(check, judged)
+                if reading.judged and reading.ignored() is None:
+                    self._uses[judged.call] = None
+                    break
+                everything.add(reading)
+            else:
+                self._uses[judged.call] = everything.ignored() if everything.judged else None
+        return self._uses[judged.call]
+
+    def uses(self) -> dict[str, str | None]:
+        """Why each judged name ignores its input over the visible checks' calls (None: it
+        uses it, or nothing tells), for the hidden phase's judge."""
+        return {judged.call: self._used(judged) for judged in self.exercise.judged}
+
+    def answer(self, judged: Judged, call: Call) -> Any:
+        """The reference's answer to ``call``, or the exception it raised: computed once for
+        equal questions in this process and the graders forked from it (every submission's
+        checks ask the same questions, and a batch grades the key before it forks)."""
+        try:
+            question = (self.exercise.name, pickle.dumps((call.name, call.args, call.kwargs),
+                                                         protocol=5))
+        except Exception:
+            question = None
+        if question is not None and question in ANSWERS:
+            ANSWERS.move_to_end(question)
+            return ANSWERS[question][0]
+        args, kwargs = copy.deepcopy((call.args, call.kwargs))
+        try:
+            answer: Any = judged.reference(*args, **kwargs)
+        except Exception as error:
+            answer = error.with_traceback(None)
+        size = None if question is None else len(question[1]) + _size(answer)
+        if size is not None and size <= MAX_ANSWER_BYTES // 64:
+            ANSWERS[question] = (answer, size)
+            _HELD[0] += size
+            while _HELD[0] > MAX_ANSWER_BYTES:
+                _HELD[0] -= ANSWERS.popitem(last=False)[1][1]
+        return answer

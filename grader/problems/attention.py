@@ -28,7 +28,6 @@ from ..core.diagnose import (
 )
 from ..core.exercise import Exercise, positive_int
 from ..core.strategies import (
-    FLOAT_DTYPES,
     Attention,
     attention_case,
     causal,
@@ -249,19 +248,8 @@ def test_rejects_query_with_no_allowed_key(ctx):
     )
 
 
-@EX.informative_inputs("causal_mask")
-def informative_lengths(draw, calls):
-    """Lengths, as the checks draw them."""
-    return [(draw.integer(1, 12),) for _ in range(calls)]
-
-
-@EX.informative_inputs("scaled_dot_product_attention")
-def informative_attention(draw, calls):
-    """q, k, v of one dtype and shape, as ``attention_case`` draws them without a mask."""
-    dtype, batch = draw.choice(FLOAT_DTYPES), draw.shape(0, 2, 1, 2)
-    tq, tk, dk, dv = (draw.integer(1, n) for n in (4, 4, 3, 3))
-    return [(draw.grid(dtype, (*batch, tq, dk), -3, 3), draw.grid(dtype, (*batch, tk, dk), -3, 3),
-             draw.grid(dtype, (*batch, tk, dv), -3, 3), None) for _ in range(calls)]
+EX.judge_input("causal_mask")
+EX.judge_input("scaled_dot_product_attention")
 
 
 ### BEGIN HIDDEN CHECKS

@@ -241,27 +241,7 @@ def decoded(d_model, n_head, bias, state, xs, device="cpu") -> dict:
             "lengths": [int(end) for end in ends]}
 
 
-@EX.informative_inputs("decode_run", label="decode_step", reference=decoded)
-def informative_chunks(draw, calls):
-    """One module's configuration and chunks, each call with the weights and input of a seed
-    of its own, as ``decode_case`` draws them."""
-    dtype = draw.choice(FLOAT_DTYPES)
-    n_head, d_head = draw.integer(1, 3), draw.integer(1, 2)
-    d_model = n_head * d_head
-    b, t, bias = draw.integer(1, 2), draw.integer(1, 6), draw(st.booleans())
-    cuts = draw(st.sets(st.integers(1, t - 1), max_size=3)) if t > 1 else set()
-    edges = [0, *sorted(cuts), t]
-    cases = []
-    for _ in range(calls):
-        values, state = Seeded(draw(seeds)), {}
-        for name in ("wq", "wk", "wv", "wo"):
-            state[f"{name}.weight"] = values.array(dtype, (d_model, d_model), -1, 1)
-            if bias:
-                state[f"{name}.bias"] = values.array(dtype, (d_model,), -1, 1)
-        x = values.array(dtype, (b, t, d_model), -2, 2)
-        cases.append((d_model, n_head, bias, state,
-                      [x[:, s:e] for s, e in zip(edges[:-1], edges[1:])]))
-    return cases
+EX.judge_input("decode_run", label="decode_step", reference=decoded)
 
 
 ### BEGIN HIDDEN CHECKS

@@ -278,38 +278,9 @@ def repeated_kv(x, n_rep):
     return torch.from_numpy(np.asarray(x)).repeat_interleave(n_rep, dim=1).numpy()
 
 
-@EX.informative_inputs("repeat_kv", reference=repeated_kv)
-def informative_kv(draw, calls):
-    """(B, H_kv, T, 2) inputs with their n_rep, as the repeat_kv check makes them."""
-    cases = []
-    for _ in range(calls):
-        b, h, t = draw.integer(1, 2), draw.integer(1, 3), draw.integer(1, 3)
-        n_rep = draw.integer(1, 3)
-        cases.append((np.arange(b * h * t * 2, dtype=np.float64).reshape(b, h, t, 2), n_rep))
-    return cases
-
-
-@EX.informative_inputs("gqa_forward", label="GroupedQueryAttention's forward",
-                       reference=gqa_reference)
-def informative_tokens(draw, calls):
-    """One module's configuration, each call with the weights and input x of a seed of its
-    own, as ``gqa_case`` draws them without a mask."""
-    dtype = draw.choice(FLOAT_DTYPES)
-    kv, rep, d_head = draw.integer(1, 3), draw.integer(1, 3), draw.integer(1, 2)
-    n_head = kv * rep
-    d_model, bias = n_head * d_head, draw(st.booleans())
-    b, t = draw.integer(1, 2), draw.integer(1, 4)
-    cases = []
-    for _ in range(calls):
-        values, state = Seeded(draw(seeds)), {}
-        for name, out in (("wq", d_model), ("wk", kv * d_head), ("wv", kv * d_head),
-                          ("wo", d_model)):
-            state[f"{name}.weight"] = values.array(dtype, (out, d_model), -1, 1)
-            if bias:
-                state[f"{name}.bias"] = values.array(dtype, (out,), -1, 1)
-        x = values.array(dtype, (b, t, d_model), -2, 2)
-        cases.append((d_model, n_head, kv, bias, state, x, None))
-    return cases
+EX.judge_input("repeat_kv", reference=repeated_kv)
+EX.judge_input("gqa_forward", label="GroupedQueryAttention's forward",
+               reference=gqa_reference)
 
 
 ### BEGIN HIDDEN CHECKS

@@ -112,17 +112,8 @@ def test_merge_rejects_non_4d(ctx):
         expect_value_error(lambda x=x: ctx.student.merge_heads(x), f"x of shape {x.shape}")
 
 
-@EX.informative_inputs("split_heads")
-def informative_widths(draw, calls):
-    """Inputs with their head counts, drawn by ``heads_case``."""
-    return [tuple(draw(heads_case())) for _ in range(calls)]
-
-
-@EX.informative_inputs("merge_heads")
-def informative_heads(draw, calls):
-    """(B, H, T, D) inputs, as the merge check makes them from ``heads_case``."""
-    cases = [draw(heads_case()) for _ in range(calls)]
-    return [(x.reshape(x.shape[0], h, x.shape[1], x.shape[2] // h),) for x, h in cases]
+EX.judge_input("split_heads")
+EX.judge_input("merge_heads")
 
 
 ### BEGIN HIDDEN CHECKS

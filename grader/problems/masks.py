@@ -179,16 +179,8 @@ def test_rejects_invalid_sizes(ctx):
                            f"padding_mask({lengths}, {t})")
 
 
-@EX.informative_inputs("sliding_window_mask")
-def informative_windows(draw, calls):
-    """(t, window), as ``windows`` draws them."""
-    return [tuple(draw(windows)) for _ in range(calls)]
-
-
-@EX.informative_inputs("padding_mask")
-def informative_lengths(draw, calls):
-    """(lengths, t), as ``padding_case`` draws them."""
-    return [tuple(draw(padding_case())) for _ in range(calls)]
+EX.judge_input("sliding_window_mask")
+EX.judge_input("padding_mask")
 
 
 ### BEGIN HIDDEN CHECKS

@@ -254,16 +254,7 @@ def test_rejects_bad_inputs(ctx):
             lambda a=bad_x, p=positions, b=base: ctx.student.rotary_embedding(a, p, base=b), what)
 
 
-@EX.informative_inputs("rotary_embedding")
-def informative_rows(draw, calls):
-    """x of one dtype and shape, each at its positions, in one base, as ``rope_case`` draws
-    them."""
-    dtype, batch = draw.choice(FLOAT_DTYPES), draw.shape(0, 2, 1, 2)
-    t, d, base = draw.integer(1, 4), 2 * draw.integer(1, 3), draw.choice(BASES)
-    top = LARGEST_POSITION[dtype]
-    return [(draw.grid(dtype, (*batch, t, d), -3, 3),
-             np.array(draw(st.lists(st.integers(-8, top), min_size=t, max_size=t)), np.int64),
-             base) for _ in range(calls)]
+EX.judge_input("rotary_embedding")
 
 
 ### BEGIN HIDDEN CHECKS

@@ -24,11 +24,9 @@ from ...core.delegation import ATTENTION_RULE
 from ...core.exercise import Exercise
 from ...core.plural import counted
 from ...core.strategies import (
-    SEEDS,
     allowed_somewhere,
     causal,
     grid_array,
-    seeded_grid,
     telling_mask,
 )
 from ...sandbox.operation_helpers import (
@@ -303,22 +301,7 @@ def test_rejects_fully_masked_query(ctx):
     )
 
 
-@EX.informative_inputs("mha_forward", label="MultiHeadAttention's forward")
-def informative_tokens(draw, calls):
-    """One module (its configuration and weights) and inputs x of one shape, as ``mha_case``
-    draws them without a mask."""
-    dtype = draw.choice([np.float64, np.float32])
-    n_head, d_head = draw.integer(1, 3), draw.integer(1, 2)
-    d_model = n_head * d_head
-    b, t = draw.integer(1, 2), draw.integer(1, 4)
-    bias, seed = draw(st.booleans()), draw(SEEDS)
-    state = {}
-    for i, name in enumerate(f"{n}.{p}" for n in PROJECTIONS for p in ("weight", "bias")):
-        if name.endswith("weight") or bias:
-            shape = (d_model, d_model) if name.endswith("weight") else (d_model,)
-            state[name] = seeded_grid(seed + i, shape, -1, 1).astype(dtype)
-    return [(d_model, n_head, bias, state, draw.grid(dtype, (b, t, d_model), -2, 2))
-            for _ in range(calls)]
+EX.judge_input("mha_forward", label="MultiHeadAttention's forward")
 
 
 ### BEGIN HIDDEN CHECKS
