@@ -288,7 +288,8 @@ def test_as_an_ordinary_user_the_reader_holds_the_same_limits():
     base = Path(tempfile.mkdtemp(prefix="attention-kit-reader-test-"))  # pytest's is root's
     try:
         for name in ("sandbox/__init__.py", "sandbox/bounds.py", "sandbox/confine.py",
-                     "sandbox/reader.py", "sandbox/readers.py", "sandbox/served.py",
+                     "sandbox/seccomp.py", "sandbox/reader.py", "sandbox/readers.py",
+                     "sandbox/served.py",
                      "core/delegation.py", "core/delegation_scan.py",
                      "core/delegation_verdicts.py"):
             (base / "grader" / name).parent.mkdir(parents=True, exist_ok=True)
