@@ -11,16 +11,17 @@ user, from a copy of the kit that user can read (``tests/test_syscalls.py`` is r
     python -m tools.trace_syscalls --corpus key plain  # some of them
     python -m tools.trace_syscalls --keep trace        # and keep strace's own (trace.key, ...)
 
-It grades, in a process run under ``strace -f``, what ``--corpus`` names: ``key``, every
-exercise of the answer key as a student's submission; ``plain``, files that keep the source rule
-and do what an honest student may do beside the exercise (print, warn, draw fresh random
-numbers, start torch's threads, run NumPy's linear algebra); ``zoo``, every entry of the bug zoo
-on its own exercise. Then it reads the trace: every call a worker made from the moment its
-filter was installed (``prctl(PR_SET_SECCOMP)``), and every call of a thread or process it
-started, each run through the filter's own program (``run``: the classic BPF the kernel runs).
-It prints each call (its name, number, how often, and for the calls whose arguments the filter
-reads, the values seen) and what the filter answered, and exits 1 where the filter refused a
-call or a file of the key or ``plain`` lost a point.
+It grades what ``--corpus`` names, each in a grading process of its own run under
+``strace -f``: ``key``, every exercise of the answer key as a student's submission; ``plain``,
+files that keep the source rule and do what an honest student may do beside the exercise
+(print, warn, draw fresh random numbers, start torch's threads, run NumPy's linear algebra);
+``zoo``, every entry of the bug zoo on its own exercise. Then it reads the traces: every call a
+worker made from the moment its filter was installed (``prctl(PR_SET_SECCOMP)``), and every
+call of a thread or process it started, each run through the filter's own program (``run``: the
+classic BPF the kernel runs). It prints each call (its name, number, how often, and for the
+calls whose arguments the filter reads, the values seen) and what the filter answered, and
+exits 1 where the filter refused a call that ``seccomp.PROBES`` does not name, or the key, a
+plain file or a correct zoo entry lost a point.
 """
 
 from __future__ import annotations

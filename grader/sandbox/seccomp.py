@@ -50,7 +50,8 @@ CALLS: dict[str, tuple[int | None, int | None]] = {
     "read": (0, 63), "write": (1, 64), "open": (2, None), "close": (3, 57), "stat": (4, None),
     "fstat": (5, 80), "lstat": (6, None), "lseek": (8, 62), "readlink": (89, None),
     "readlinkat": (267, 78), "getdents64": (217, 61), "mkdir": (83, None),
-    "mkdirat": (258, 34), "unlink": (87, None), "unlinkat": (263, 35), "openat": (257, 56),
+    "mkdirat": (258, 34), "unlink": (87, None), "unlinkat": (263, 35), "rename": (82, None),
+    "renameat": (264, 38), "renameat2": (316, 276), "openat": (257, 56),
     "newfstatat": (262, 79), "getcwd": (79, 17), "fcntl": (72, 25), "ioctl": (16, 29),
     # memory
     "mmap": (9, 222), "mprotect": (10, 226), "munmap": (11, 215), "brk": (12, 214),
@@ -83,17 +84,20 @@ CALLS: dict[str, tuple[int | None, int | None]] = {
 # the imports, memory). What the workers made: ``tools/trace_syscalls.py`` (the module
 # docstring); ``readlink``, ``getuid``, ``unlink`` and ``getcwd`` on an error's path, where torch
 # imports its compiler (which asks who the user is, and tries /tmp); ``arch_prctl`` where torch's
-# kernels ask for AMX's registers; ``clone`` for torch's threads.
+# kernels ask for AMX's registers; ``clone`` for torch's threads; ``mkdir`` and ``rename`` where
+# Python caches a module's bytecode (the key's, in the workers that answer for it).
 MEASURED = (
     "recvfrom", "sendto", "newfstatat", "read", "openat", "close", "lseek", "futex", "mmap",
     "munmap", "mprotect", "brk", "mremap", "madvise", "write", "ioctl", "getdents64",
-    "readlink", "readlinkat", "getcwd", "mkdir", "unlink", "getsockname", "getsockopt",
-    "rt_sigaction", "rt_sigprocmask", "getrandom", "getpid", "getuid", "gettid",
+    "readlink", "readlinkat", "getcwd", "mkdir", "unlink", "rename", "getsockname",
+    "getsockopt", "rt_sigaction", "rt_sigprocmask", "getrandom", "getpid", "getuid", "gettid",
     "sched_getaffinity", "clone", "set_robust_list", "rseq", "arch_prctl", "exit_group",
 )
 # The forms that another architecture or C library calls for the same: aarch64 has only the
-# *at calls, and glibc before 2.33 called fstat, stat and lstat where 2.36 calls newfstatat.
-EQUIVALENTS = ("fstat", "stat", "lstat", "open", "mkdirat", "unlinkat")
+# *at calls, glibc before 2.33 called fstat, stat and lstat where 2.36 calls newfstatat, and a
+# newer one may call renameat2 for rename.
+EQUIVALENTS = ("fstat", "stat", "lstat", "open", "mkdirat", "unlinkat", "renameat",
+               "renameat2")
 # What the C runtime cannot do without, though no trace of honest work shows it: a thread's end
 # (``exit``: glibc repeats it until it works), a signal handler's return, a call resumed after a
 # stop, a signal to itself (``abort``, faulthandler's re-raise of a crash; whom a signal can
