@@ -1,7 +1,8 @@
 """What bounds a worker that no control group holds, and what takes its user's privileges away.
 
 Runs in the worker (``confine.restrict``), after its namespaces and view are built and before any
-student code; shipped to the zygote as source, so it imports only the standard library.
+student code; shipped to the zygote as source, so it imports only the standard library and
+``seccomp``.
 
 Where the worker has no memory group of its own (not root and no delegated cgroup, or root on
 a machine without writable controllers), an unprivileged process can still set:
@@ -9,23 +10,22 @@ a machine without writable controllers), an unprivileged process can still set:
 - ``RLIMIT_AS``: the worker's address space, shared mappings (``mmap(MAP_SHARED)``, a mapped
   ``/dev/shm`` file, SysV segments while attached) counted, which ``RLIMIT_DATA`` leaves out. It
   is per process: each process the worker starts may hold as much (the processes are capped);
-- ``RLIMIT_NOFILE``: what kernel buffers one process can hold up, each at its default size:
-  the filter allows no new socket or pipe, nor ``setsockopt`` (``SO_SNDBUF`` and
-  ``SO_RCVBUF`` raise a buffer to what the machine allows: a hundred socket pairs held 794 MiB
-  of a worker whose ``--memory`` was 0.25 GiB where ``net.core.wmem_max`` was 4 MiB);
-- the seccomp filter (``seccomp``, on every worker, whatever bounds it), which allows none of
-  the ways to memory that no rlimit counts: ``memfd_create``, SysV ``shmget`` (a segment keeps
-  its pages once detached), ``vmsplice`` (a pipe then holds pages of the process's memory by
-  reference, each with its whole 2 MiB huge page once the process unmaps it: 60 pipes held
-  1.7 GiB of a worker whose ``--memory`` was 0.25 GiB and whose ``VmRSS`` read 23 MiB), pipes
-  and io_uring (which set socket options the filter refuses: one process held 784 MiB of a
-  worker whose ``--memory`` was 0.25 GiB), and a user namespace of its own (where it could
-  mount a tmpfs of any size);
+- ``RLIMIT_NOFILE``: what kernel buffers one process can hold up;
 - its score for the kernel's out-of-memory killer raised to the most: should the machine run
   short, a worker goes before the grading process. The worker's init sets it, before it
   mounts the worker's /proc read-only (``mounts.private_view``): a process may lower its own
   score again, down to its parent's, without ``CAP_SYS_RESOURCE``, and the kernel then picks
   the largest process, which a batch's grading process can be.
+
+What no rlimit counts, the seccomp filter every worker runs under (``seccomp``, whatever bounds
+it) allows no way to: ``memfd_create``, SysV ``shmget`` (a segment keeps its pages once
+detached), pipes and ``vmsplice`` (a pipe then holds pages of the process's memory by
+reference, each with its whole 2 MiB huge page once the process unmaps it: 60 pipes held 1.7 GiB
+of a worker whose ``--memory`` was 0.25 GiB and whose ``VmRSS`` read 23 MiB), sockets,
+``setsockopt`` and io_uring (``SO_SNDBUF`` raises a buffer to what the machine allows: a hundred
+socket pairs held 794 MiB of a worker whose ``--memory`` was 0.25 GiB where
+``net.core.wmem_max`` was 4 MiB, and io_uring set it where the filter refused ``setsockopt``),
+and a user namespace of its own (where it could mount a tmpfs of any size).
 
 Every worker, whatever bounds it, leaves the session keyring it inherited (the grading
 process's: a login's, holding whatever its user keeps there, Kerberos tickets say) for an empty

@@ -8,10 +8,15 @@ imports only the standard library.
 **What it allows** (``ALLOWED``): the calls the workers made grading the answer key, every entry
 of the bug zoo and files that do what an honest student may beside the exercise (print, warn,
 draw fresh random numbers, start torch's threads), as root and as uid 65534, measured with
-strace (``tools/trace_syscalls.py`` says how to measure again; ``tests/test_syscalls.py`` fails
-when honest work makes a call the filter refuses), and where the trace saw a call that an
-architecture lacks (``mkdir``, ``open``), the form the C library calls there (``mkdirat``).
+strace (``MEASURED``; ``tools/trace_syscalls.py`` says how to measure again, and
+``tests/test_syscalls.py`` fails when honest work makes a call the filter refuses); the forms
+another architecture or C library calls for the same (``EQUIVALENTS``: ``mkdirat`` for
+``mkdir``); and the few the C runtime cannot do without (``RUNTIME``: a thread's end).
 Of a few calls it reads an argument and allows only what honest work passes (``ARGUMENTS``).
+``ioctl`` it allows whole: a GPU's driver speaks through it. The list was measured on x86_64
+without a GPU: on a machine with one, the key's checks run on CUDA too, and the test names any
+call the driver needs that the list lacks (so does ``make gpu-check``, whose key then loses
+points).
 
 **What it refuses**, with EPERM: everything else. An honest library that probes an optional
 call then sees an error it reports or falls back from, and the worker lives on: a kill
