@@ -4,10 +4,11 @@ as uid 65534 (``tests/test_as_user.py`` reruns this file as that user).
 
 The attacks (issue 44) are one student's ``softmax.py`` run in a worker as the grading process
 starts one (``Sandbox``), as ``tests/test_red_team_red37.py`` runs its own: the source rule would
-refuse the file (it imports ``os`` and ``ctypes``), and no guarantee rests on it. Each runs in a
-process of its own (``python tests/test_syscalls.py``), whose zygote starts afresh, and after
-them the file's honest ``softmax`` still answers. What each did before the filter allowed only
-what a worker needs (as root the workers had no filter; as a user, a list of refused calls):
+refuse the file (it imports ``os`` and ``ctypes``), and no guarantee rests on it. They run one
+after another in one worker, in a process of their own (``python tests/test_syscalls.py``, whose
+zygote starts afresh), and after them the file's honest ``softmax`` still answers. What each did
+before the filter allowed only what a worker needs, as root (whose workers had no filter) and
+as uid 65534 (whose filter was a list of refused calls) alike:
 
 - ``io_uring``: a ring set up, and through it ``SO_SNDBUF`` set on a socket: 8 MiB where the
   machine's default is 208 KiB, as a user too, whose filter refused ``setsockopt(SO_SNDBUF)``
