@@ -22,6 +22,7 @@ pytestmark = pytest.mark.skipif(as_user.why_not() is not None, reason=str(as_use
 # The class-run fuzz: its runs that grade (batch, Gradescope). Its readers and writers, fuzzed
 # in one process with no worker, do the same as any user.
 AS_USER = ["tests/test_out_of_reach.py", "tests/test_kernel_limits.py", "tests/test_audit_hook.py",
+           "tests/test_syscalls.py",
            "tests/test_fuzz_class.py::test_batch_finishes_and_the_honest_row_is_untouched",
            "tests/test_fuzz_class.py::test_the_gradescope_run_always_leaves_a_results_json",
            "tests/test_hermetic.py::test_a_leftover_process_cannot_kill_or_spy_on_the_next_student",

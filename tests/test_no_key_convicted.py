@@ -159,8 +159,6 @@ def above_mean(x):
 
 CHECKS = {"minus-inf": "test_alibi_bias", "nan": "test_root_or_nan", "integers": "test_ranks",
           "tuple": "test_top", "booleans": "test_above_mean"}
-JUDGE = pytest.mark.xfail(strict=True, reason="vacuous.py judges -inf and NaN (an infinite "
-                                              "spread); fixed by the judge branch")
 
 
 @pytest.fixture(scope="module")
@@ -177,8 +175,7 @@ def graded(tmp_path_factory) -> dict[str, dict]:
     return {t["name"].rsplit(": ", 1)[1]: t for t in tests}
 
 
-@pytest.mark.parametrize("kind", [pytest.param(k, marks=JUDGE) if k in ("minus-inf", "nan")
-                                  else k for k in CHECKS])
+@pytest.mark.parametrize("kind", list(CHECKS))
 def test_a_key_answering_with_kind_keeps_every_point(kind, graded):
     test = graded[CHECKS[kind]]
     assert (test["status"], test["score"]) == ("passed", test["max_score"]), test["output"]

@@ -138,12 +138,13 @@ def test_past_the_rule_hidden_inputs_stay_hidden(monkeypatch):
 def test_past_the_rule_the_kernel_counts_flash_memory(attack, monkeypatch):
     # An mmap buffer, the kernel's peak reset through /proc/self/clear_refs, or the matrix
     # built in a forked child: the grading process reads the worker's peak from the kernel,
-    # the worker cannot reset it, and a measured worker can start no other process.
+    # the worker cannot reset it, and a measured worker can start no other process (its fork
+    # failed, BlockingIOError, before the seccomp filter refused the pipe it opens first).
     flash = graded(ATTACKS / attack, monkeypatch).results["flash"]
     memory = next(c for c in flash.checks
                   if c.name == "test_peak_memory_far_below_one_score_matrix")
     assert not memory.passed, memory.feedback
-    why = "BlockingIOError" if attack == "flash-fork-b" else "allocated at least"  # no fork there
+    why = "PermissionError" if attack == "flash-fork-b" else "allocated at least"  # no pipe
     assert why in memory.feedback, memory.feedback
     assert flash.score <= flash.max_score - memory.max_points
 

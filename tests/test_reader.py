@@ -298,7 +298,8 @@ def test_as_an_ordinary_user_the_reader_holds_the_same_limits():
     base = Path(tempfile.mkdtemp(prefix="attention-kit-reader-test-"))  # pytest's is root's
     try:
         for name in ("sandbox/__init__.py", "sandbox/bounds.py", "sandbox/confine.py",
-                     "sandbox/reader.py", "sandbox/readers.py", "sandbox/served.py",
+                     "sandbox/seccomp.py", "sandbox/reader.py", "sandbox/readers.py",
+                     "sandbox/served.py",
                      *(f"core/{module}.py" for module in reader.SOURCES[:-1])):
             (base / "grader" / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(KIT / "grader" / name, base / "grader" / name)

@@ -85,9 +85,10 @@ FORBIDDEN = frozenset("""getattr setattr delattr vars globals locals open exec e
 # alone) and kept off every module's list (tools/delegation_names.py). Frames, generators and
 # code objects (f_back, gi_frame, cr_code, tb_frame, co_consts: a frame's f_globals holds
 # __builtins__); raw memory (an array's ctypes, a bit generator's cffi and capsule, a tensor's
-# storage and data_ptr (a student's own ``self.ptr`` is not one), as_strided, dlpack, frombuffer, shared memory); files and pickles
-# (tofile, from_file, memmap, dump); compiling (nn.Module.compile). No honest file of the kit's
-# (tests/test_delegation.py) reads an attribute of these families.
+# storage and data_ptr (a student's own ``self.ptr`` is not one), as_strided, dlpack,
+# frombuffer, shared memory); files and pickles (tofile, from_file, memmap, dump); compiling
+# (nn.Module.compile). No honest file of the kit's (tests/test_delegation.py) reads an
+# attribute of these families.
 # The frame family is the attributes those types have (``self.f_proj``, a student's own name,
 # is none of them), read from the interpreter that applies the rule.
 _INTERPRETER = tuple(sorted({name for kind in (

@@ -13,7 +13,8 @@ after the zygote forks and before any student code (``grader.sandbox.zygote``):
   folders, /home, /var/tmp) is there at all;
 - the *worker* takes its limits and, when grading as root, a sandbox uid of its own, or, in a
   user namespace, loses the capabilities init needed (``restrict``, with ``bounds`` where no
-  control group holds it), then runs the student's code.
+  control group holds it), installs the seccomp filter (``seccomp``: the system calls an
+  honest worker makes, and no other), then runs the student's code.
 
 When the worker ends, init ends, and the kernel kills every process left in the namespace:
 nothing it forked, however it renamed or detached itself, outlives it; its SysV memory goes
@@ -37,7 +38,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import bounds
+from . import bounds, seccomp
 
 GiB = 1 << 30
 MiB = 1 << 20
@@ -183,7 +184,7 @@ def _libc() -> ctypes.CDLL:
 # a worker in a user namespace of its own, as the grading user, would hold the user's own share
 # (as uid 65534, a worker held all 128 inotify instances, and the user's other programs got
 # "Too many open files" until it ended). A worker needs none of them, nor a user namespace of
-# its own (which the seccomp filter refuses too, where it runs: ``bounds``).
+# its own (which the seccomp filter refuses too: ``seccomp``).
 USER_NAMESPACE_NONE = ("max_inotify_instances", "max_inotify_watches", "max_fanotify_groups",
                        "max_fanotify_marks", "max_user_namespaces")
 
@@ -232,8 +233,9 @@ def restrict(limits: Limits, user: tuple[int, int] | None, workdir: str, *, mode
              grouped: Iterable[str] = ()) -> None:
     """Runs in the worker before any student code: its own session, memory, CPU-time,
     file-size and process limits, then the sandbox uid (as root) or no capability at all (in a
-    user namespace). ``mode``: its namespaces (``enter_namespaces``); ``grouped``: the
-    controllers of its control group, whose limits then need no rlimit (``bounds``)."""
+    user namespace), and last the seccomp filter (``seccomp``). ``mode``: its namespaces
+    (``enter_namespaces``); ``grouped``: the controllers of its control group, whose limits
+    then need no rlimit (``bounds``)."""
     grouped = set(grouped)
     with contextlib.suppress(OSError):
         os.setsid()
@@ -258,17 +260,18 @@ def restrict(limits: Limits, user: tuple[int, int] | None, workdir: str, *, mode
         bounds.drop_capabilities()
     # The grading process's session keyring is not the worker's (``bounds``); where no filter
     # follows, nothing else keeps its keys from the worker.
-    filtered = "memory" not in grouped or mode == "user"
     try:
         bounds.own_session_keyring()
     except OSError:
-        if not filtered:
+        if not seccomp.supported():
             raise
-    if filtered:
-        bounds.deny_syscalls(memory="memory" not in grouped)
     os.environ.clear()
     os.environ.update({"HOME": workdir, "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
     os.chdir(workdir)
+    # Last: nothing above is a call the filter must allow. Where the architecture is not one
+    # it knows, the node's check says the workers are not isolated (``node.namespaces``).
+    if seccomp.supported():
+        seccomp.install()
 
 
 def close_inherited(keep: tuple[int, ...]) -> None:

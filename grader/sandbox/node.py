@@ -34,7 +34,7 @@ import os
 import pwd
 from dataclasses import dataclass, field
 
-from . import bounds, cgroups, confine, mounts
+from . import cgroups, confine, mounts, seccomp
 from .confine import SANDBOX_UID_BASE, SANDBOX_UIDS
 
 NAMESPACES = {"root": "namespaces", "user": "user namespaces", "": "no namespaces"}
@@ -171,8 +171,9 @@ def hidepid(mountinfo: str = "/proc/self/mountinfo") -> bool:
 def namespaces() -> str:
     """The namespaces a worker gets here: ``confine.enter_namespaces`` in a forked child, then,
     as the worker's init does first, a private mount tree with a fresh /tmp and /proc. "root",
-    "user" or "" when either step is refused (or, in a user namespace, where the worker could
-    not drop its capabilities: an architecture ``bounds`` does not know)."""
+    "user" or "" when either step is refused, or where the architecture is not one the
+    workers' seccomp filter knows (``seccomp``: nor one whose capabilities a worker in a user
+    namespace could drop)."""
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the probe: never returns
@@ -182,7 +183,7 @@ def namespaces() -> str:
             mode = confine.enter_namespaces(False)
             if mode and not _mounts_in_new_pid_namespace():
                 mode = ""
-            if mode == "user" and not bounds.supported():
+            if mode and not seccomp.supported():
                 mode = ""
             os.write(write, mode.encode())
             code = 0

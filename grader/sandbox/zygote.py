@@ -3,13 +3,13 @@
 A worker must not be a fork of a process that holds the kit (its references are answers), so
 the grading process never forks workers itself. It starts this zygote once, as a fresh
 interpreter in isolated mode (``python -I``) that is sent the sources of the sandbox modules
-(``SOURCES``: protocol, bounds, confine, mounts, operators, operation_helpers, audit, worker
-and this one) and imports the modules in ``PRELOAD``: nothing else of the kit, and the kit is
-not on its import path. There is one zygote per framework: the NumPy exercises' zygote never imports
-torch (nor scipy, jax or tensorflow), so no object of theirs is in a NumPy worker's memory; the
-torch exercises' zygote imports torch and blocks torch's attention operators at its dispatcher
-(``operators.block_attention``) before any worker is forked. Each grading process then
-connects to the zygote's socket and asks for workers.
+(``SOURCES``: protocol, seccomp, bounds, confine, mounts, operators, operation_helpers, audit,
+worker and this one) and imports the modules in ``PRELOAD``: nothing else of the kit, and the kit is
+not on its import path. There is one zygote per framework: the NumPy exercises' zygote never
+imports torch (nor scipy, jax or tensorflow), so no object of theirs is in a NumPy worker's
+memory; the torch exercises' zygote imports torch and blocks torch's attention operators at
+its dispatcher (``operators.block_attention``) before any worker is forked. Each grading
+process then connects to the zygote's socket and asks for workers.
 
 For each worker the zygote forks a *keeper*, which enters new namespaces (``confine``) and forks
 their *init* (PID 1: it builds the worker's view of the files (``mounts``), reaps, and when the
@@ -38,8 +38,8 @@ from typing import Any
 
 from . import confine, mounts, operators, protocol, worker
 
-SOURCES = ("protocol", "bounds", "confine", "mounts", "operators", "operation_helpers", "audit",
-           "worker", "zygote")
+SOURCES = ("protocol", "seccomp", "bounds", "confine", "mounts", "operators", "operation_helpers",
+           "audit", "worker", "zygote")
 # A torch worker that calls one of torch's attention operators ends with this exit code
 # (``operators.block_attention``); the grading process reports it as a broken rule.
 EXIT_FORBIDDEN = 86
@@ -54,8 +54,8 @@ sources = json.loads(line)
 package = types.ModuleType("_sandbox")
 package.__path__ = []
 sys.modules["_sandbox"] = package
-for name in ("protocol", "bounds", "confine", "mounts", "operators", "operation_helpers", "audit",
-             "worker", "zygote"):
+for name in ("protocol", "seccomp", "bounds", "confine", "mounts", "operators",
+             "operation_helpers", "audit", "worker", "zygote"):
     module = types.ModuleType("_sandbox." + name)
     module.__package__ = "_sandbox"
     sys.modules[module.__name__] = module
