@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -295,3 +296,34 @@ def test_what_an_own_module_defines_is_taken_freely(tmp_path):
     softmax = grade(tmp_path, {"helper.py": HELPER, "softmax.py": (
         "import helper\nfrom .helper import stable\nshift = helper.stable\n" + key)})
     assert softmax.score == softmax.max_score, softmax.error
+
+
+# -- found by the red team on the allow-list rule (tests/attacks/, student files) ----------------
+RED_TEAM = Path(__file__).resolve().parent / "attacks"
+
+
+@pytest.mark.parametrize("attack, named", [
+    # hasattr(np, "f2py") made NumPy's lazy loader import subprocess and ctypes in the worker
+    ("hasattr-lazy-import", "numpy.ctypeslib (line 5); numpy.f2py (line 5)"),
+    # a format string built at run time read __globals__ and the builtins by name
+    ("format-attr-leak", "text.format(...) of a string built at run time (line 15)"),
+])
+def test_what_the_red_team_found_past_the_allow_list_is_refused(attack, named):
+    source = (RED_TEAM / attack / "softmax.py").read_text()
+    found = violations(source, NUMPY_RULE, OWN)
+    assert any(named in v for v in found) or named in "; ".join(found), found
+
+
+@pytest.mark.parametrize("source, refused", [
+    ('import numpy as np\nok = hasattr(np, "f2py")\n', True),
+    ('import numpy as np\nname = "exp"\nok = hasattr(np, name)\n', True),
+    ('import numpy as np\nok = hasattr(np, "exp") and hasattr(np, "linalg")\n', False),
+    ('import torch.nn.functional as F\nok = hasattr(F, "scaled_dot_product_attention")\n', False),
+    ('class A:\n    pass\n\nok = hasattr(A(), "w")\n', False),
+    ('s = "{0.x}".format(1) + f"{1:.2f}" + "{} {}".format(1, 2)\n', False),
+    ('s = "{}"\nt = s.format(1)\n', True),
+    ('s = ("{0." + "x}").format(1)\n', True),
+])
+def test_hasattr_of_a_module_and_format_strings_are_held_to_the_rule(source, refused):
+    rule = ATTENTION_RULE if "torch" in source else NUMPY_RULE
+    assert bool(violations(source, rule, OWN)) == refused

@@ -260,8 +260,10 @@ def attack() -> dict:
         with Sandbox(folder, "softmax", framework="numpy",
                      limits=Limits(timeout=60, call=20, memory=GiB // 4)) as sandbox:
             found["mode"] = sandbox.mode
+            # the audit hook off: these attacks import os and ctypes, which the hook (a layer
+            # above, tests/test_audit_hook.py) refuses before the kernel is asked
             sandbox.request("load", functions=[*NAMES, "softmax"], siblings={}, ops={},
-                            framework="numpy")
+                            framework="numpy", audited=False)
             for name in NAMES:
                 try:
                     value = sandbox.request("call", func=name, args=[], kwargs={})

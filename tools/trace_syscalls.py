@@ -14,7 +14,7 @@ user, from a copy of the kit that user can read (``tests/test_syscalls.py`` is r
 It grades what ``--corpus`` names, each in a grading process of its own run under
 ``strace -f``: ``key``, every exercise of the answer key as a student's submission; ``plain``,
 files that keep the source rule and do what an honest student may do beside the exercise
-(print, warn, draw fresh random numbers, start torch's threads, run NumPy's linear algebra);
+(print, warn, draw fresh random numbers, run torch's autograd and NumPy's linear algebra);
 ``zoo``, every entry of the bug zoo on its own exercise. Then it reads the traces: every call a
 worker made from the moment its filter was installed (``prctl(PR_SET_SECCOMP)``), and every
 call of a thread or process it started, each run through the filter's own program (``run``: the
@@ -55,7 +55,7 @@ warnings.warn("a student's warning")
 fresh = np.random.default_rng()  # seeded from the kernel's entropy
 square = fresh.standard_normal((256, 256))
 print(float(np.linalg.norm(square @ square)), np.linalg.svd(square[:64, :64])[1][0],
-      np.fft.fft(square[0])[0], np.linalg.solve(square[:32, :32], square[:32, 0])[0])
+      np.linalg.solve(square[:32, :32], square[:32, 0])[0])
 '''
 PLAIN_TORCH = '''
 
@@ -63,11 +63,9 @@ import warnings
 
 print("loading", __name__)
 warnings.warn("a student's warning")
-torch.set_num_threads(2)  # torch's own thread pool, started in the worker
 square = torch.randn(256, 256, requires_grad=True)
 (square @ square).sum().backward()
 print(float(square.grad.norm()), torch.linalg.svdvals(square.detach()[:64, :64])[0])
-torch.set_num_threads(1)
 '''
 PLAIN = {"softmax": PLAIN_NUMPY, "mha": PLAIN_TORCH}
 

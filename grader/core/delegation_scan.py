@@ -238,6 +238,28 @@ class _Scan(Bindings, ast.NodeVisitor):
         if paths and isinstance(outer.ctx, ast.Load) and id(outer) not in self.handles:
             self.flag(outer, self.unparsed(outer), HANDLE)
 
+    def visit_Call(self, node: ast.Call) -> None:
+        func = node.func
+        # hasattr(np, name) makes a module load name lazily (numpy's f2py, ctypeslib): the name
+        # must be a string the module's list holds, as np.name would be
+        if (isinstance(func, ast.Name) and func.id == "hasattr" and "hasattr" not in self.bound
+                and len(node.args) == 2 and isinstance(node.args[0], ast.Name)):
+            paths = set(self.aliases.get(node.args[0].id, ()))
+            name = node.args[1]
+            for path in sorted(p for p in paths if not p.startswith(OWN)):
+                if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
+                    self.flag(node, f"hasattr({path}, ...)", NAMES_WHY)
+                elif not self.step({path}, name.value) and not self.member(path, name.value):
+                    self.flag(node, f"{path}.{name.value}", NAMES_WHY)
+        # a format string reads the attributes and items its fields name, by a string: only a
+        # literal, whose fields the rule reads (visit_Constant), may be one
+        if (isinstance(func, ast.Attribute) and func.attr in ("format", "format_map")
+                and not (isinstance(func.value, ast.Constant)
+                         and isinstance(func.value.value, str))):
+            self.flag(node, f"{self.unparsed(func)}(...) of a string built at run time",
+                      INTERNALS)
+        self.generic_visit(node)
+
     def visit_Subscript(self, node: ast.Subscript) -> None:
         if not isinstance(node.ctx, ast.Load):
             self.patch(node)
