@@ -81,6 +81,7 @@ CASES = {
                           "        return value", "code"),
     "measure": ('np.testing.measure("1")', "interpreter"),
     "open": ('open("/etc/hostname").read()', "files"),
+    "open-without-output": ('import os; os.close(2); open("/etc/hostname")', "files"),
     "own-file-written": ('open(__file__, "a")', "files"),
     "listdir": ('import os; os.listdir("/")', "files"),
     "environment": ('import os; os.environ["ATTENTION_KIT"] = "1"', "files"),
@@ -123,7 +124,8 @@ def test_past_the_rule_each_kind_of_event_ends_the_worker(case, tmp_path, monkey
     folder = make_submission(tmp_path / "student", {"softmax.py": swallowed(snippet)}, base=None)
     softmax = graded(folder, ["softmax"], monkeypatch)["softmax"]
     assert softmax.score == 0 and softmax.error == SENTENCE[kind], (softmax.error, softmax.output)
-    assert "audit: refused" in softmax.output  # the event, for the instructor
+    if "os.close(2)" not in snippet:  # the event, for the instructor, where it can be told
+        assert "audit: refused" in softmax.output
 
 
 HELPER = '''

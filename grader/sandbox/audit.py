@@ -372,26 +372,32 @@ def arm(folder: str, package: str, imports: Iterable[str],
     def hook(event: str, args: tuple) -> None:
         if event in harmless:
             return
-        me = ident()
-        if me in busy:
-            if event == "sys._getframe" or event == "object.__getattr__":
-                return  # the hook's own reading of frames
+        code = 93
+        try:
+            me = ident()
+            if me in busy:
+                if event == "sys._getframe" or event == "object.__getattr__":
+                    return  # the hook's own reading of frames
+            else:
+                busy.add(me)
+                collected = collecting()
+                stop_collecting()  # no finalizer of the student's runs inside the hook
+                try:
+                    if admitted(event, args, getframe(1)):
+                        return
+                finally:
+                    busy.discard(me)
+                    if collected:
+                        collect()
             code = kind(event)
-        else:
-            busy.add(me)
-            collected = collecting()
-            stop_collecting()  # no finalizer of the student's runs inside the hook
+        except BaseException:  # a question the hook cannot answer is a refusal too
             try:
-                if admitted(event, args, getframe(1)):
-                    return
                 code = kind(event)
-            except BaseException:  # a question the hook cannot answer is a refusal too
-                code = kind(event)
-            finally:
-                busy.discard(me)
-                if collected:
-                    collect()
-        write(2, b"audit: refused " + event.encode("ascii", "replace") + b"\n")
-        exit_(code)
+            except BaseException:
+                pass
+        try:  # for the instructor's view of the output; fd 2 may be closed by now
+            write(2, b"audit: refused " + event.encode("ascii", "replace") + b"\n")
+        finally:
+            exit_(code)
 
     sys.addaudithook(hook)
