@@ -16,11 +16,11 @@ value, is an argument as given, is the answer for zeros, is the same as its part
 shape for every other call of the check, the reference's differing for one at least (each
 within ``TOLERANCE`` of how far the reference's moves), or is no answer (an exception, NaN
 where the reference has none, no array: a module that cannot take the call's weights);
-otherwise it moves. A check loses its points
-when, at some place that tells on its calls, none moves. A check none of whose calls tells
-(each an input the reference rejects) is judged by the others: it keeps its points when some
-visible check's calls, judged on their own, show the function using its input. A call the
-function cannot answer counts against that call, never as evidence about another.
+otherwise it moves. A check loses its points when, at some place that tells on its calls,
+none moves. A check none of whose calls tells (each an input the reference rejects) is judged
+by the others: it keeps its points when some visible check's calls, judged on their own, show
+the function using its input. A call the function cannot answer counts against that call,
+never as evidence about another.
 """
 
 from __future__ import annotations
