@@ -171,9 +171,9 @@ def hidepid(mountinfo: str = "/proc/self/mountinfo") -> bool:
 def namespaces() -> str:
     """The namespaces a worker gets here: ``confine.enter_namespaces`` in a forked child, then,
     as the worker's init does first, a private mount tree with a fresh /tmp and /proc. "root",
-    "user" or "" when either step is refused, or where the architecture is not one the
-    workers' seccomp filter knows (``seccomp``: nor one whose capabilities a worker in a user
-    namespace could drop)."""
+    "user" or "" when either step is refused, or where the workers' seccomp filter cannot be
+    installed (``seccomp``: an architecture it does not know, whose capabilities a worker in a
+    user namespace could not drop either, or a kernel or container that refuses filters)."""
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the probe: never returns
@@ -183,8 +183,11 @@ def namespaces() -> str:
             mode = confine.enter_namespaces(False)
             if mode and not _mounts_in_new_pid_namespace():
                 mode = ""
-            if mode and not seccomp.supported():
-                mode = ""
+            if mode:  # the worker's filter, as it installs it (last: it allows no mount)
+                try:
+                    seccomp.install()
+                except OSError:
+                    mode = ""
             os.write(write, mode.encode())
             code = 0
         finally:

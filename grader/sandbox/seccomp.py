@@ -58,7 +58,6 @@ CALLS: dict[str, tuple[int | None, int | None]] = {
     "mkdirat": (258, 34), "unlink": (87, None), "unlinkat": (263, 35), "rename": (82, None),
     "renameat": (264, 38), "renameat2": (316, 276), "openat": (257, 56),
     "newfstatat": (262, 79), "getcwd": (79, 17), "fcntl": (72, 25), "ioctl": (16, 29),
-    "uname": (63, 160),
     # memory
     "mmap": (9, 222), "mprotect": (10, 226), "munmap": (11, 215), "brk": (12, 214),
     "mremap": (25, 216), "madvise": (28, 233),
@@ -68,7 +67,7 @@ CALLS: dict[str, tuple[int | None, int | None]] = {
     "getuid": (102, 174), "gettid": (186, 178), "futex": (202, 98), "kill": (62, 129),
     "tgkill": (234, 131), "sched_getaffinity": (204, 123), "set_robust_list": (273, 99),
     "rseq": (334, 293), "restart_syscall": (219, 128), "getrandom": (318, 278),
-    "arch_prctl": (158, None),
+    "arch_prctl": (158, None), "uname": (63, 160),
     # the worker's socket to the grading process
     "sendto": (44, 206), "recvfrom": (45, 207), "getsockname": (51, 204),
     "getsockopt": (55, 209),
@@ -91,13 +90,15 @@ CALLS: dict[str, tuple[int | None, int | None]] = {
 # docstring); ``readlink``, ``getuid``, ``unlink`` and ``getcwd`` on an error's path, where torch
 # imports its compiler (which asks who the user is, and tries /tmp); ``arch_prctl`` where torch's
 # kernels ask for AMX's registers; ``clone`` for torch's threads; ``mkdir`` and ``rename`` where
-# Python caches a module's bytecode (the key's, in the workers that answer for it).
+# Python caches a module's bytecode (the key's, in the workers that answer for it); ``uname``
+# where ``numpy.testing`` asks the platform's name.
 MEASURED = (
     "recvfrom", "sendto", "newfstatat", "read", "openat", "close", "lseek", "futex", "mmap",
     "munmap", "mprotect", "brk", "mremap", "madvise", "write", "ioctl", "getdents64",
     "readlink", "readlinkat", "getcwd", "mkdir", "unlink", "rename", "getsockname",
     "getsockopt", "rt_sigaction", "rt_sigprocmask", "getrandom", "getpid", "getuid", "gettid",
-    "sched_getaffinity", "clone", "set_robust_list", "rseq", "arch_prctl", "exit_group",
+    "sched_getaffinity", "clone", "set_robust_list", "rseq", "arch_prctl", "uname",
+    "exit_group",
 )
 # The forms that another architecture or C library calls for the same: aarch64 has only the
 # *at calls, glibc before 2.33 called fstat, stat and lstat where 2.36 calls newfstatat, and a
@@ -109,9 +110,7 @@ EQUIVALENTS = ("fstat", "stat", "lstat", "open", "mkdirat", "unlinkat", "renamea
 # stop, a signal to itself (``abort``, faulthandler's re-raise of a crash; whom a signal can
 # reach, the worker's PID namespace and sandbox uid bound), and a descriptor's flags
 # (``fcntl``, as Python's os module sets them).
-# ``uname`` reads the kernel's name and the machine's: ``platform``, which an honest import of
-# ``numpy.testing`` (for ``np.testing.assert_allclose``) calls as it loads.
-RUNTIME = ("exit", "rt_sigreturn", "restart_syscall", "kill", "tgkill", "fcntl", "uname")
+RUNTIME = ("exit", "rt_sigreturn", "restart_syscall", "kill", "tgkill", "fcntl")
 ALLOWED = MEASURED + EQUIVALENTS + RUNTIME
 NOSYS = ("clone3",)
 # Calls honest work makes that the filter refuses all the same: the library that makes them
@@ -119,8 +118,10 @@ NOSYS = ("clone3",)
 # clone3 first; the C library asks the name service daemon (nscd, whose socket no worker's view
 # holds) before it reads /etc/passwd, when torch imports its compiler (on an error's path) and
 # asks who the user is; systemd's name service module then counts the kernel's capabilities
-# (PR_CAPBSET_READ) where it cannot read their number.
-PROBES = {"clone3": "glibc falls back to clone", "socket": "nscd", "prctl": "PR_CAPBSET_READ"}
+# (PR_CAPBSET_READ) where it cannot read their number; Python's selectors module (which
+# numpy.testing imports through subprocess) tries epoll and poll, and takes select.
+PROBES = {"clone3": "glibc falls back to clone", "socket": "nscd", "prctl": "PR_CAPBSET_READ",
+          "epoll_create1": "selectors", "poll": "selectors", "ppoll": "selectors"}
 
 # fcntl: what a descriptor's flags and status need, no lock (F_GETLK, F_SETLK, F_SETLKW,
 # F_OFD_*: on a file every worker may read, a lock is a channel between users), no pipe size
