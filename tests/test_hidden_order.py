@@ -267,7 +267,7 @@ def test_each_phase_is_timed_apart_for_the_next_runs_order(monkeypatch):
 
 def test_what_a_hidden_phase_needs_crosses_a_lane_as_data():
     plan = phases.Plan.of(["test_matches_answer_key"], engine.Limits(timeout=3.0),
-                          found=["softmax-overflow"], failing=True, ignored={"f": "why"})
+                          found=["softmax-overflow"], failing=True, uses={"f": "why", "g": None})
     seen = phases.Seen(engine.ExerciseResult("softmax", 15.0), plan)
     again = phases.Seen.from_dict(json.loads(json.dumps(dataclasses.asdict(seen))))
     assert again == seen and again.plan is not None
