@@ -234,7 +234,10 @@ def test_the_docs_show_commands_to_check():
     assert len(lines) >= 20 and len(inline) >= 20
     assert sorted(_logical_lines(body)[0] for _, body in _run_blocks()) == sorted(
         line for line in RUN)
-    unknown = [f"{s.doc}: {s.text}" for s in _single_commands() if s.argv[0] not in KINDS]
+    # contributing.md's guide blocks (.venv/bin/python tests/zoo/catalog.py ..., the tests a new
+    # exercise runs) are run as written by tests/test_contributing_guide.py
+    unknown = [f"{s.doc}: {s.text}" for s in _single_commands() if s.argv[0] not in KINDS
+               and not (s.doc == "contributing.md" and s.argv[0] == ".venv/bin/python")]
     assert unknown == []
 
 

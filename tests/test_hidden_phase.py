@@ -41,7 +41,7 @@ def _digest(logits, axis):
     x = np.asarray(logits)
     head = repr((x.dtype.str, x.shape, axis)).encode()
     body = x.tobytes() if x.dtype.kind != "O" else repr(x).encode()
-    b = np.frombuffer(head + body, np.uint8).astype(np.uint64)
+    b = np.array(list(head + body), dtype=np.uint64)
     w = np.arange(b.size, dtype=np.uint64) * np.uint64(2654435761) + np.uint64(97)
     return int((b * w).sum() % np.uint64(999983))
 
