@@ -14,8 +14,8 @@ user, from a copy of the kit that user can read (``tests/test_syscalls.py`` is r
 It grades what ``--corpus`` names, each in a grading process of its own run under
 ``strace -f``: ``key``, every exercise of the answer key as a student's submission; ``plain``,
 files that keep the source rule and do what an honest student may do beside the exercise
-(import the NumPy and torch modules the source rule admits, print, warn, draw fresh random numbers, run
-torch's autograd and NumPy's linear algebra);
+(import the NumPy and torch modules the source rule admits, print, warn, draw fresh random
+numbers, run torch's autograd and NumPy's linear algebra);
 ``zoo``, every entry of the bug zoo on its own exercise. Then it reads the traces: every call a
 worker made from the moment its filter was installed (``prctl(PR_SET_SECCOMP)``), and every
 call of a thread or process it started, each run through the filter's own program (``run``: the
