@@ -130,8 +130,9 @@ F_DUPFD, F_GETFD, F_SETFD, F_GETFL, F_SETFL, F_DUPFD_CLOEXEC = 0, 1, 2, 3, 4, 10
 # clone: a thread (what pthread_create passes) or a fork (fork's), and the signal its end sends
 # its parent (the low byte); no new namespace (a user namespace, where a tmpfs of any size could
 # be mounted), no CLONE_PTRACE, CLONE_UNTRACED, CLONE_PIDFD, CLONE_VFORK or CLONE_PARENT.
-CLONE_THREAD_FLAGS = 0x003D0F00  # VM FS FILES SIGHAND THREAD SYSVSEM SETTLS PARENT_SETTID
-CLONE_FORK_FLAGS = 0x01200000  # CHILD_SETTID CHILD_CLEARTID   ^ and CHILD_CLEARTID
+# a thread: VM FS FILES SIGHAND THREAD SYSVSEM SETTLS PARENT_SETTID CHILD_CLEARTID;
+# a fork: CHILD_SETTID CHILD_CLEARTID
+CLONE_THREAD_FLAGS, CLONE_FORK_FLAGS = 0x003D0F00, 0x01200000
 CLONE_ALLOWED = CLONE_THREAD_FLAGS | CLONE_FORK_FLAGS | 0xFF
 # arch_prctl (x86_64): the permission to use AMX's registers (torch's kernels ask for it), and
 # nothing that changes the process's segments, CPUID, vDSO or shadow stack.
