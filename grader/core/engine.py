@@ -19,7 +19,7 @@ from hypothesis.errors import Flaky
 from ..sandbox import cgroups, readers, zygote_client
 from ..sandbox.errors import CallTimedOut, StudentError, WorkerLost
 from ..sandbox.isolation import Limits, Sandbox
-from . import assertions, phases
+from . import assertions, one_pass, phases
 from . import view as views
 from .answer_key import AnswerKey
 from .course import DEFAULT_KEY, Course, course_secret, load, number
@@ -161,6 +161,7 @@ def visible_phase(
     limits: Limits,
     devices: tuple[str, ...],
     secret: str = "",
+    planned: dict[str, list[bytes]] | None = None,
 ) -> phases.Seen:
     """Grade the visible part of one exercise of the copied submission in ``folder``: the
     source rule on its files, then its visible checks, informative calls and diagnosis in a
@@ -200,6 +201,8 @@ def visible_phase(
         with Sandbox(view, exercise.name, limits=limits, framework=framework) as sandbox:
             try:
                 student = _loaded(sandbox, exercise, key)
+                if planned:  # the planned calls, answered in one pass
+                    one_pass.answer_in_one_pass(student, planned, [c.name for c in visible])
                 ctx = Context(student, None, devices)
                 student._calls = ctx.calls
                 for check in visible:
@@ -228,7 +231,8 @@ def visible_phase(
 
 
 def hidden_phase(folder: Path, exercise: Exercise, plan: phases.Plan, *, course: Course,
-                 key: Path, devices: tuple[str, ...], secret: str = "") -> phases.Added:
+                 key: Path, devices: tuple[str, ...], secret: str = "",
+                 planned: dict[str, list[bytes]] | None = None) -> phases.Added:
     """The hidden checks' results (``plan.checks``, compared with the answer ``key``'s file of
     the exercise, run here), in a worker of their own that sees the files the visible one saw,
     and what it printed (for the instructor). Hints come from the visible diagnosis
@@ -251,6 +255,8 @@ def hidden_phase(folder: Path, exercise: Exercise, plan: phases.Plan, *, course:
         with Sandbox(view, exercise.name, limits=limits, framework=exercise.framework) as sandbox:
             try:
                 student = _loaded(sandbox, exercise, key)
+                if planned:
+                    one_pass.answer_in_one_pass(student, planned, [c.name for c in hidden])
                 ctx = Context(student, AnswerKey(key, exercise), devices)
                 student._calls = ctx.calls
                 for check in hidden:
@@ -383,6 +389,9 @@ def grade_submission(
     devices = available_devices()
     secret = course_secret(key) if key is not None else ""
     chosen = {e.name: e for e in course.exercises() if e.name in names}
+    # The plan: each check's questions, as the key's answers make them (``one_pass``).
+    plans = one_pass.plan_for(course, key, secret, devices, list(chosen.values())) \
+        if key is not None else {}
     with tempfile.TemporaryDirectory(prefix="attention-kit-") as tmp:
         os.chmod(tmp, 0o755)  # read-only to a worker without namespaces; others see nothing
         copy = Path(tmp) / "submission"
@@ -398,12 +407,12 @@ def grade_submission(
                                                   attempted=False))
             return visible_phase(copy, exercise, course=course, key=key,
                                  include_hidden=include_hidden, limits=limits,
-                                 devices=devices, secret=secret)
+                                 devices=devices, secret=secret, planned=plans.get(name))
 
         def added(name: str, plan: phases.Plan) -> phases.Added:
             assert key is not None  # a plan is made only where the key has the exercise
             return hidden_phase(copy, chosen[name], plan, course=course, key=key,
-                                devices=devices, secret=secret)
+                                devices=devices, secret=secret, planned=plans.get(name))
 
         def pending(name: str, check: str) -> CheckResult:
             found = next(c for c in chosen[name].checks if c.name == check)

@@ -339,35 +339,58 @@ def serve(sock: socket.socket, config: dict[str, Any], audited: bool = True) -> 
             if op == "exit":
                 return
             continue
-        ask.request = number
-        try:
-            if op == "load":
-                value = session.load(**kwargs)
-            elif op == "call":
-                value = session.call(**kwargs)
-            else:
-                value = session.operation(str(op), kwargs)
-            message: dict[str, Any] = {"ok": True, "value": value}
-        except Fatal as error:
-            reply({"fatal": str(error)})
+        if op == "batch":  # one pass: each call answered in turn, its reply a frame of its own
+            calls = kwargs.get("calls")
+            for part, call in enumerate(calls if isinstance(calls, list) else []):
+                if (not isinstance(call, dict) or call.get("op") in ONE_AT_A_TIME
+                        or not isinstance(call.get("kwargs"), dict)):
+                    reply({"fatal": "the grading process sent a malformed batch"}, number)
+                    return
+                message = _answer(session, ask, str(call.get("op")), call["kwargs"], number)
+                if not _replied(reply, message, [number, part]):
+                    return
+            continue
+        message = _answer(session, ask, str(op), kwargs, number)
+        if not _replied(reply, message, number):
             return
-        except SystemExit as error:
-            reply({"fatal": f"the code called sys.exit({error.code!r})"})
-            return
-        except KeyboardInterrupt:
-            reply({"fatal": "the code raised KeyboardInterrupt"})
-            return
-        except MemoryError:
-            reply({"fatal": "the code ran out of memory (MemoryError)"})
-            return
-        except BaseException as error:  # the student's exception, reported as data
-            message = {"ok": False,
-                       "error": _describe(error, session.folder, session.exercise)}
-        finally:
-            ask.request = None
-        try:
-            reply(message)
-        except protocol.ProtocolError as error:
-            reply({"ok": False, "error": {
-                "type": "BadReturn", "message": str(error), "value_error": False,
-                "not_implemented": False, "bad_return": True, "where": []}})
+
+
+# What a batch may not hold: the requests that start, end or nest a worker's answers.
+ONE_AT_A_TIME = frozenset({"load", "exit", "hello", "batch"})
+
+
+def _answer(session: Session, ask: Asker, op: str, kwargs: dict[str, Any],
+            number: Any) -> dict[str, Any]:
+    """The reply to one request (a ``fatal`` one ends the worker once it is sent)."""
+    ask.request = number
+    try:
+        if op == "load":
+            value = session.load(**kwargs)
+        elif op == "call":
+            value = session.call(**kwargs)
+        else:
+            value = session.operation(op, kwargs)
+        return {"ok": True, "value": value}
+    except Fatal as error:
+        return {"fatal": str(error)}
+    except SystemExit as error:
+        return {"fatal": f"the code called sys.exit({error.code!r})"}
+    except KeyboardInterrupt:
+        return {"fatal": "the code raised KeyboardInterrupt"}
+    except MemoryError:
+        return {"fatal": "the code ran out of memory (MemoryError)"}
+    except BaseException as error:  # the student's exception, reported as data
+        return {"ok": False, "error": _describe(error, session.folder, session.exercise)}
+    finally:
+        ask.request = None
+
+
+def _replied(reply: Any, message: dict[str, Any], number: Any) -> bool:
+    """Send ``message`` as the reply ``number``; False when the worker must end (a fatal one)."""
+    try:
+        reply(message, number)
+    except protocol.ProtocolError as error:
+        reply({"ok": False, "error": {
+            "type": "BadReturn", "message": str(error), "value_error": False,
+            "not_implemented": False, "bad_return": True, "where": []}}, number)
+    return "fatal" not in message

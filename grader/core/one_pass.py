@@ -1,0 +1,203 @@
+"""A course's plan, and each exercise's calls answered in one pass.
+
+A check's examples are fixed by its seed (its name, and the course secret for a hidden one)
+until one fails, and so, for a check whose calls do not depend on the answers, are the
+questions it asks the student's code. The **plan** holds, for every check of every exercise
+the answer key has, the questions (each as the protocol sends it) that the check asks when the
+answers are the key's: computed once, in this process, by the key (``AnswerKey``: no worker,
+no student), and kept for the course (``plan_for``; ``grader grade`` keeps it under
+``build/plan/`` for the next run, as it keeps the examples).
+
+A student's worker is then sent an exercise's planned questions in one request
+(``Sandbox.batch``) and answers them in turn, each call under its own limits as if it came
+alone. The checks run as before, from their first example; each question they ask that the
+pass answered gets that answer (``Student.serve``), any other (an example drawn or shrunk after
+a failure, a question that depends on a different answer) goes to the worker. So each answer a
+check reads is the student's code's answer to that very question, and the verdict is the one
+the check reaches on them: a question answered in the pass is answered the same way however
+often a check asks it, shrinking included, so the student gains nothing by answering a batch
+otherwise than a single call.
+
+A call past its limit in the pass stops it there: the check that asks it meets the stop (as it
+would have alone), and the exercise's later checks are asked in a fresh worker, in one pass
+again. A worker lost in the pass (its code exited, crashed, ran out of memory) is lost for the
+check that asks that question and every check after it, as it would have been; the checks
+before it that ask anything the pass did not get a fresh worker.
+
+The plan only decides what is asked ahead: it never answers for the student, so a plan that
+does not fit (another key, a kit changed since) costs speed, never a verdict.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import os
+import pickle
+from pathlib import Path
+from typing import Any
+
+from ..sandbox import protocol
+from ..sandbox.errors import StudentError
+from . import assertions, replay, replay_store
+from .answer_key import AnswerKey
+from .course import Course
+from .exercise import Context, Exercise
+from .student import Student
+
+PLAN = replay_store.CACHE.parent / "plan"
+
+# The plans made or read in this process, by ``_digest``: exercise -> check -> its questions.
+_PLANS: dict[str, dict[str, dict[str, list[bytes]]]] = {}
+
+
+# -- the plan -----------------------------------------------------------------------------------
+class _KeyWorker:
+    """Stands for a student's worker while the plan is made: the key answers each question in
+    this process, and every question is noted as the protocol would send it."""
+
+    def __init__(self, key: AnswerKey) -> None:
+        self.key = key
+        self.answer: Any = None
+        self.questions: list[bytes] = []
+
+    def request(self, op: str, **kwargs: Any) -> Any:
+        self.questions.append(protocol.encode({"op": op, "kwargs": kwargs}))
+        try:
+            if op == "call":
+                value = getattr(self.key, kwargs["func"])(*kwargs["args"], **kwargs["kwargs"])
+            else:
+                value = getattr(self.key, op)(**kwargs)
+        except StudentError:
+            raise
+        except Exception as error:  # the key's refusal of an input: as a worker reports it
+            raise StudentError({"type": type(error).__name__, "message": str(error),
+                                "value_error": isinstance(error, ValueError),
+                                "not_implemented": False, "bad_return": False,
+                                "where": []}) from None
+        # As the worker's reply reads once decoded (tuples, dtypes, plain numbers).
+        return protocol.decode(protocol.encode({"value": value})[8:])["value"]
+
+
+class _KeyStudent(Student):
+    """``Student`` over ``_KeyWorker``: the very questions a student's worker is asked."""
+
+    def _measured(self, op: str, **kwargs: Any) -> tuple[Any, int | None]:
+        return getattr(self._sandbox.key, op)(**kwargs)  # a fresh worker's, never planned
+
+
+def _plan_exercise(exercise: Exercise, course: Course, key: Path, secret: str,
+                   devices: tuple[str, ...]) -> dict[str, list[bytes]]:
+    """Each check's questions when the key answers (a check the key does not pass: none)."""
+    answers = AnswerKey(key, exercise)
+    worker = _KeyWorker(answers)
+    student = _KeyStudent(worker, exercise, key_folder=key)  # type: ignore[arg-type]
+    planned: dict[str, list[bytes]] = {}
+    for check in exercise.checks:
+        ctx = Context(student, answers if check.hidden else None, devices)
+        student._calls = ctx.calls
+        worker.questions = []
+        try:
+            with assertions.tolerances(course.tolerances):
+                check.run(ctx, examples=course.examples,
+                          seed_text=secret if check.hidden else "")
+        except BaseException as error:  # noqa: BLE001  (the check is asked one call at a time)
+            if isinstance(error, (KeyboardInterrupt, SystemExit)):
+                raise
+            continue
+        planned[check.name] = worker.questions
+    return planned
+
+
+def _digest(course: Course, key: Path, secret: str, devices: tuple[str, ...]) -> str:
+    """What a plan depends on: the kit and its libraries (as the examples' cache is named),
+    the key's files, the course (its examples and tolerances), the secret and the devices."""
+    digest = hashlib.sha256(replay_store.cache_file().stem.encode())
+    for path in sorted(Path(key).glob("*.py")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    digest.update(repr((course.examples, sorted(course.tolerances.items()),
+                        replay.seed_digest(secret), devices)).encode())
+    return digest.hexdigest()[:32]
+
+
+def plan_for(course: Course, key: Path, secret: str, devices: tuple[str, ...],
+             exercises: list[Exercise]) -> dict[str, dict[str, list[bytes]]]:
+    """The course's plan for ``exercises`` (those the ``key`` has), made where it is not yet
+    known in this process."""
+    plans = _PLANS.setdefault(_digest(course, key, secret, devices), {})
+    for exercise in exercises:
+        if exercise.name not in plans and (key / exercise.filename).is_file():
+            plans[exercise.name] = _plan_exercise(exercise, course, key, secret, devices)
+    return plans
+
+
+def save(course: Course, key: Path, secret: str, devices: tuple[str, ...]) -> None:
+    """Keep this process's plan for the next ``grader grade`` (``build/plan/``, the grading
+    user's own file; nothing where it cannot be written)."""
+    name = _digest(course, key, secret, devices)
+    plans = _PLANS.get(name)
+    if not plans:
+        return
+    with contextlib.suppress(OSError, pickle.PicklingError):
+        path = PLAN / f"{name}.pickle"
+        with contextlib.suppress(OSError):
+            if path.stat().st_uid == os.geteuid() and path.stat().st_size and set(
+                    _read(path)) >= set(plans):
+                return
+        replay_store.write_private(path, pickle.dumps(plans, protocol=5))
+
+
+def load(course: Course, key: Path, secret: str, devices: tuple[str, ...]) -> None:
+    """Read the plan a previous ``grader grade`` kept (nothing when there is none, it is not
+    the grading user's own, or it cannot be read)."""
+    name = _digest(course, key, secret, devices)
+    path = PLAN / f"{name}.pickle"
+    with contextlib.suppress(OSError, pickle.UnpicklingError, ValueError, TypeError,
+                             EOFError, AttributeError, ImportError, IndexError, KeyError):
+        if path.stat().st_uid == os.geteuid():
+            _PLANS.setdefault(name, {}).update(_read(path))
+
+
+def _read(path: Path) -> dict[str, dict[str, list[bytes]]]:
+    """A plan file, if it is one: exercise -> check -> a list of questions' bytes."""
+    plans = replay_store.Unpickler(io.BytesIO(path.read_bytes())).load()
+    if not (isinstance(plans, dict) and all(
+            isinstance(e, str) and isinstance(checks, dict) and all(
+                isinstance(c, str) and isinstance(qs, list)
+                and all(isinstance(q, bytes) for q in qs) for c, qs in checks.items())
+            for e, checks in plans.items())):
+        raise ValueError("not a plan")
+    return plans
+
+
+def forget() -> None:
+    """Drop every plan this process holds (for tests)."""
+    _PLANS.clear()
+
+
+# -- one pass -----------------------------------------------------------------------------------
+def answer_in_one_pass(student: Student, planned: dict[str, list[bytes]],
+                       checks: list[str]) -> dict[bytes, tuple]:
+    """Ask the student's worker every planned question of ``checks`` (in the order they run)
+    in one pass, and have ``student`` serve the answers; returns them (question -> outcome).
+    Where the pass stops at a call past its limit, the checks after that call's own are asked
+    in one pass again, in a fresh worker; where the worker is lost, the rest are not asked."""
+    served: dict[bytes, tuple] = {}
+    sandbox = student._sandbox
+    segments = [(n, planned.get(n) or []) for n in checks]
+    first = 0
+    while first < len(segments):
+        asked = [(index, q) for index, (_, qs) in enumerate(segments) if index >= first
+                 for q in qs if q not in served]
+        if not asked:
+            break
+        calls = [protocol.decode(q[8:]) for _, q in asked]
+        outcomes = sandbox.batch(calls)
+        for (_, question), outcome in zip(asked, outcomes):
+            served.setdefault(question, outcome)
+        if len(outcomes) == len(asked) or not outcomes or outcomes[-1][0] != "stopped":
+            break
+        first = asked[len(outcomes) - 1][0] + 1  # the next check's calls, in a fresh worker
+    student.serve(served)
+    return served
