@@ -40,6 +40,7 @@ from typing import Any
 
 from ..sandbox import protocol
 from ..sandbox.errors import StudentError
+from ..sandbox.worker import ONE_AT_A_TIME
 from . import assertions, replay, replay_store
 from .answer_key import AnswerKey
 from .course import Course
@@ -188,11 +189,15 @@ def answer_in_one_pass(student: Student, planned: dict[str, list[bytes]],
     segments = [(n, planned.get(n) or []) for n in checks]
     first = 0
     while first < len(segments):
-        asked = [(index, q) for index, (_, qs) in enumerate(segments) if index >= first
-                 for q in qs if q not in served]
+        asked, calls = [], []
+        for index, (_, questions) in enumerate(segments[first:], first):
+            for question in questions:
+                call = _call(question)
+                if call is not None and question not in served:
+                    asked.append((index, question))
+                    calls.append(call)
         if not asked:
             break
-        calls = [protocol.decode(q[8:]) for _, q in asked]
         outcomes = sandbox.batch(calls)
         for (_, question), outcome in zip(asked, outcomes):
             served.setdefault(question, outcome)
@@ -201,3 +206,17 @@ def answer_in_one_pass(student: Student, planned: dict[str, list[bytes]],
         first = asked[len(outcomes) - 1][0] + 1  # the next check's calls, in a fresh worker
     student.serve(served)
     return served
+
+
+def _call(question: bytes) -> dict[str, Any] | None:
+    """A planned question as a pass sends it, or None where it is not one (a plan file is
+    read as data: what does not decode to a call is not asked)."""
+    try:
+        call = protocol.decode(question[8:])
+    except (protocol.ProtocolError, ValueError, TypeError, OverflowError, RecursionError):
+        return None
+    if (not isinstance(call, dict) or set(call) != {"op", "kwargs"}
+            or not isinstance(call["op"], str) or call["op"] in ONE_AT_A_TIME
+            or not isinstance(call["kwargs"], dict)):
+        return None
+    return call

@@ -8,12 +8,13 @@ course) and the pytest plugin. What a run sets up, each once, before it grades:
 
 - the zygotes every worker is forked from, and the reader that reads the files, started first
   so that their start-up overlaps with this process's imports (torch's above all);
-- for one submission at a time: the examples a previous run drew and how long each exercise
-  took (``replay_store.load_cache``, ``lanes.load_seconds``; ``close`` keeps them for the next
-  run);
+- for one submission at a time: the examples a previous run drew, the course's plan (each
+  check's questions, ``one_pass``) and how long each exercise took (``replay_store.load_cache``,
+  ``one_pass.load``, ``lanes.load_seconds``; ``close`` keeps them for the next run);
 - for a class: the zygotes told they fork a class's workers, the answer key graded once (the
-  graders forked after it start with its modules imported and Hypothesis's strategies and
-  torch's kernels warm; grading is seeded, so what it warms changes no result), huge pages for
+  graders forked after it start with its modules imported, the course's plan made, and
+  Hypothesis's strategies and torch's kernels warm; grading is seeded, so what it warms changes
+  no result), huge pages for
   the forks and the cgroups of an earlier run swept;
 - the course's checks imported and ``gc.freeze``: no collection walks what is loaded again
   (nor, in a fork, copies its pages);
@@ -80,8 +81,23 @@ class GradingRun:
         from . import engine  # noqa: F401  (imported now: frozen with the rest)
 
         self.course.exercises()  # the checks imported, and with them all that grading reads
+        if caches and self._plan() is not None:
+            from . import one_pass
+
+            one_pass.load(*self._plan())  # the course's plan a previous run made
         gc.freeze()
         return self
+
+    def _plan(self) -> tuple | None:
+        """What the course's plan is made for (``one_pass``): the course, the key, its secret
+        and the devices; None without a key (the plan is the key's to make)."""
+        from .course import course_secret
+        from .engine import available_devices
+
+        if self.key is None or not all((self.key / f"{n}.py").is_file()
+                                       for n in self.course.names("core")):
+            return None
+        return self.course, self.key, course_secret(self.key), available_devices()
 
     def start_class(self) -> GradingRun:
         """Set up for a class: a grader process is forked from here for each submission."""
@@ -137,6 +153,10 @@ class GradingRun:
 
             replay_store.save_cache()
             lanes.save_seconds()
+            if self._plan() is not None:
+                from . import one_pass
+
+                one_pass.save(*self._plan())
             self._caches = False
         if self._class:
             from ..sandbox import cgroups

@@ -247,8 +247,9 @@ class Student:
         """A question's outcome in the one pass, as ``request`` would have given it: the value,
         or the student's error; a call stopped at its limit (``CallTimedOut``, once: asked
         again, ``_stopped`` answers it), or the worker lost at it (``WorkerLost``)."""
-        kind, what = outcome
+        kind, what, *part = outcome
         if kind == "frame":
+            self._sandbox.read_part(part[0])
             return self._sandbox.reread(what)
         if kind == "stopped":
             raise CallTimedOut(what)

@@ -116,6 +116,7 @@ class Sandbox:
         self._timed_out = False
         self._lost = ""  # why the worker was lost, for any request after
         self._loading: dict[str, Any] | None = None  # the "load" request, for a fresh worker
+        self.printed: Any = None  # what each call of a pass printed (``passes.Printed``)
         self.config = {"folder": str(self.folder), "exercise": exercise, "package": package}
         self._output = tempfile.TemporaryFile()
         self._start()
@@ -245,74 +246,16 @@ class Sandbox:
         self.last_frame = frame
         return self._answered(reply)
 
-    def batch(self, calls: list[dict[str, Any]], budget: int = BATCH_BYTES) -> list[tuple]:
-        """Ask every one of ``calls`` (``{"op", "kwargs"}`` each, as ``request`` sends them) in
-        one request: the worker answers them in turn, each reply a frame of its own, and each
-        call is held to its own limits from the reply before it (``call_limit``), as it would
-        be alone. Returns an outcome per call answered, in order: ``("frame", bytes)`` (what
-        ``reread`` reads), then, where the pass stopped short, ``("stopped", why)`` for a call
-        past its limit or ``("lost", why)`` for a worker that can answer no more. A pass that
-        stops short leaves the worker to be started afresh on the next request; so does one
-        whose replies pass ``budget`` bytes (the rest are asked one at a time)."""
-        if self.closed and self._timed_out:
-            self._restart()
-        if self.closed or not calls:
-            return []
-        start = began = time.monotonic()
-        remaining = self.limits.timeout - self.used
-        self._sequence += 1
-        outcomes: list[tuple] = []
-        kept = 0
-        try:
-            self._sock.settimeout(max(remaining, 1e-3))
-            protocol.send(self._sock, {"op": "batch", "id": self._sequence,
-                                       "kwargs": {"calls": calls}})
-            for part in range(len(calls)):
-                cpu = self._cpu() if self.limits.call else None
+    def batch(self, calls: list[dict[str, Any]], budget: int | None = None) -> list[tuple]:
+        """Every one of ``calls`` asked in one pass (``grader.sandbox.passes.batch``)."""
+        from .passes import batch
 
-                def within(cpu: float | None = cpu, began: float = began) -> None:
-                    self._within_call_limits(start + remaining, cpu, began)
+        return batch(self, calls, BATCH_BYTES if budget is None else budget)
 
-                frame = protocol.recv_frame(self._sock, start + remaining, within)
-                reply = protocol.decode(frame)
-                while self._is_question(reply):  # a proxy asks: its time is the student's
-                    protocol.send(self._sock, {**self.answer(reply), "id": self._sequence})
-                    frame = protocol.recv_frame(self._sock, start + remaining, within)
-                    reply = protocol.decode(frame)
-                if not isinstance(reply, dict) or reply.get("id") != [self._sequence, part]:
-                    raise protocol.ProtocolError("not the reply asked for")
-                if "fatal" in reply:
-                    self._answered(reply)  # raises WorkerLost, the worker killed
-                outcomes.append(("frame", frame))
-                kept += len(frame)
-                began = time.monotonic()
-                if kept > budget and part + 1 < len(calls):
-                    self.kill()
-                    self._timed_out = True  # a fresh worker for the calls asked alone
-                    break
-            else:
-                if self._pending():
-                    raise protocol.ProtocolError("a frame no call asked for")
-        except CallTimedOut as error:
-            outcomes.append(("stopped", error.reason))
-        except WorkerLost as lost:
-            outcomes.append(("lost", lost.reason))
-        except TimeoutError:
-            began = start + remaining
-            self.kill()
-            outcomes.append(("lost", f"stopped after {self.limits.timeout:g} s: the time limit "
-                                     "for one exercise (an infinite loop, or very slow code?)"))
-        except (EOFError, OSError):
-            outcomes.append(("lost", self._death_reason()))
-        except (protocol.ProtocolError, ValueError, TypeError, OverflowError, RecursionError):
-            self.kill()
-            outcomes.append(("lost", MALFORMED))
-        finally:
-            self.used += began - start  # a stopped call's own time is not the exercise's
-        if outcomes and outcomes[-1][0] == "lost":
-            self._lost = outcomes[-1][1]
-            self._timed_out = True  # the calls before it, asked again alone, get a fresh worker
-        return outcomes
+    def read_part(self, part: int) -> None:
+        """A check read the answer of a pass's call ``part``: what it printed shows there."""
+        if self.printed is not None:
+            self.printed.read(part, self._output)
 
     def reread(self, frame: bytes) -> Any:
         """What ``request`` gave for the reply whose bytes were ``frame`` (its ``last_frame``
@@ -467,9 +410,12 @@ class Sandbox:
         self.kill()
 
     def output(self) -> str:
-        """What the student's code printed, capped; for the instructor's eyes only."""
+        """What the student's code printed, capped; for the instructor's eyes only. What it
+        printed in a pass is shown where a check read that call's answer, and only then
+        (``passes.Printed``): the output reads as if each call had been asked alone."""
         self._output.seek(0)
-        data = self._output.read(OUTPUT_CAP + 1)
+        data = self._output.read(OUTPUT_CAP + 1) if self.printed is None else \
+            self.printed.assemble(self._output, OUTPUT_CAP + 1)
         text = data[:OUTPUT_CAP].decode("utf-8", "replace").translate(
             {k: v for k, v in CONTROL.items() if k not in (9,)})
         return text + (TRUNCATED if len(data) > OUTPUT_CAP else "")

@@ -347,6 +347,7 @@ def serve(sock: socket.socket, config: dict[str, Any], audited: bool = True) -> 
                     reply({"fatal": "the grading process sent a malformed batch"}, number)
                     return
                 message = _answer(session, ask, str(call.get("op")), call["kwargs"], number)
+                _flushed()  # what this call printed is in the capture before its reply
                 if not _replied(reply, message, [number, part]):
                     return
             continue
@@ -383,6 +384,16 @@ def _answer(session: Session, ask: Asker, op: str, kwargs: dict[str, Any],
         return {"ok": False, "error": _describe(error, session.folder, session.exercise)}
     finally:
         ask.request = None
+
+
+def _flushed() -> None:
+    """Flush what the code printed (``sys.stdout`` may be the code's own: its failure here is
+    no one's but the code's, and is not a reply)."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001, S110
+            pass
 
 
 def _replied(reply: Any, message: dict[str, Any], number: Any) -> bool:

@@ -1,0 +1,150 @@
+"""One pass: many calls asked of a worker in one request, each answered under its own limits
+(``batch``), and what each printed kept apart (``Printed``), so that a report shows what the
+calls a check read printed, where it read them, as if each had been asked alone.
+
+``grader.core.one_pass`` decides what a pass asks (the course's plan) and serves its answers
+to the checks; ``Sandbox.batch`` is this module's ``batch``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import IO, TYPE_CHECKING, Any
+
+from . import protocol
+from .errors import CallTimedOut, WorkerLost
+
+if TYPE_CHECKING:
+    from .isolation import Sandbox
+
+
+def batch(sandbox: Sandbox, calls: list[dict[str, Any]], budget: int) -> list[tuple]:
+    """Ask every one of ``calls`` (``{"op", "kwargs"}`` each, as ``Sandbox.request`` sends them)
+    in one request: the worker answers them in turn, each reply a frame of its own, and each
+    call is held to its own limits from the reply before it (``call_limit``), as it would be
+    alone. Returns an outcome per call answered, in order: ``("frame", bytes, part)`` (what
+    ``Sandbox.reread`` reads; ``part`` names what it printed, ``Printed``), then, where the
+    pass stopped short, ``("stopped", why)`` for a call past its limit or ``("lost", why)`` for
+    a worker that can answer no more. A pass that stops short leaves the worker to be started
+    afresh on the next request; so does one whose replies pass ``budget`` bytes (the calls
+    after are asked one at a time)."""
+    from .isolation import MALFORMED
+
+    if sandbox.closed and sandbox._timed_out:
+        sandbox._restart()
+    if sandbox.closed or not calls:
+        return []
+    printed = sandbox.printed = sandbox.printed or Printed()
+    start = began = time.monotonic()
+    remaining = sandbox.limits.timeout - sandbox.used
+    sandbox._sequence += 1
+    number = sandbox._sequence
+    sock = sandbox._sock
+    outcomes: list[tuple] = []
+    kept = 0
+    try:
+        sock.settimeout(max(remaining, 1e-3))
+        mark = printed.size(sandbox._output)
+        protocol.send(sock, {"op": "batch", "id": number, "kwargs": {"calls": calls}})
+        for part in range(len(calls)):
+            cpu = sandbox._cpu() if sandbox.limits.call else None
+
+            def within(cpu: float | None = cpu, began: float = began) -> None:
+                sandbox._within_call_limits(start + remaining, cpu, began)
+
+            frame = protocol.recv_frame(sock, start + remaining, within)
+            reply = protocol.decode(frame)
+            while sandbox._is_question(reply):  # a proxy asks: its time is the student's
+                protocol.send(sock, {**sandbox.answer(reply), "id": number})
+                frame = protocol.recv_frame(sock, start + remaining, within)
+                reply = protocol.decode(frame)
+            if not isinstance(reply, dict) or reply.get("id") != [number, part]:
+                raise protocol.ProtocolError("not the reply asked for")
+            if "fatal" in reply:
+                sandbox._answered(reply)  # raises WorkerLost, the worker killed
+            end = printed.size(sandbox._output)
+            outcomes.append(("frame", frame, printed.part(mark, end)))
+            mark = end
+            kept += len(frame)
+            began = time.monotonic()
+            if kept > budget and part + 1 < len(calls):
+                sandbox.kill()
+                sandbox._timed_out = True  # a fresh worker for the calls asked alone
+                break
+        else:
+            if sandbox._pending():
+                raise protocol.ProtocolError("a frame no call asked for")
+    except CallTimedOut as error:
+        outcomes.append(("stopped", error.reason))
+    except WorkerLost as lost:
+        outcomes.append(("lost", lost.reason))
+    except TimeoutError:
+        began = start + remaining
+        sandbox.kill()
+        outcomes.append(("lost", f"stopped after {sandbox.limits.timeout:g} s: the time limit "
+                                 "for one exercise (an infinite loop, or very slow code?)"))
+    except (EOFError, OSError):
+        outcomes.append(("lost", sandbox._death_reason()))
+    except (protocol.ProtocolError, ValueError, TypeError, OverflowError, RecursionError):
+        sandbox.kill()
+        outcomes.append(("lost", MALFORMED))
+    finally:
+        sandbox.used += began - start  # a stopped call's own time is not the exercise's
+    if outcomes and outcomes[-1][0] == "lost":
+        sandbox._lost = outcomes[-1][1]
+        sandbox._timed_out = True  # the calls before it, asked again alone, get a fresh worker
+    return outcomes
+
+
+class Printed:
+    """Where in a worker's captured output each call of a pass printed (its ``part``: a span
+    of bytes), and where in the rest of it (what was printed outside any pass: loading, calls
+    asked alone) a check read each part's answer first. ``assemble`` reads the capture back
+    in that order: a part's bytes where its answer was first read, a part no check read left
+    out, so the output is what asking each call alone, as the checks did, would have
+    printed."""
+
+    def __init__(self) -> None:
+        self.spans: list[tuple[int, int]] = []  # each part's bytes in the capture
+        self.shown: list[tuple[int, int]] = []  # (where in the rest, part), in reading order
+        self._read: set[int] = set()
+
+    @staticmethod
+    def size(capture: IO[bytes]) -> int:
+        return os.fstat(capture.fileno()).st_size
+
+    def part(self, start: int, end: int) -> int:
+        self.spans.append((start, end))
+        return len(self.spans) - 1
+
+    def read(self, part: int, capture: IO[bytes]) -> None:
+        """A check read ``part``'s answer: its output goes here, the first time."""
+        if part not in self._read:
+            self._read.add(part)
+            taken = sum(end - start for start, end in self.spans)
+            self.shown.append((self.size(capture) - taken, part))
+
+    def assemble(self, capture: IO[bytes], cap: int) -> bytes:
+        """The first ``cap`` bytes of the output in reading order."""
+        rest, out, at = bytearray(), bytearray(), 0
+        edges = sorted(self.spans)
+        size = self.size(capture)
+        for start, end in [*edges, (size, size)]:
+            if start > at:
+                capture.seek(at)
+                rest += capture.read(min(start - at, cap + 1))
+            at = max(at, end)
+            if len(rest) > cap:
+                break
+        used = 0
+        for where, part in self.shown:
+            if len(out) > cap:
+                break
+            out += rest[used:where]
+            used = max(used, where)
+            start, end = self.spans[part]
+            capture.seek(start)
+            out += capture.read(min(end - start, cap + 1))
+        out += rest[used:]
+        return bytes(out[:cap + 1])
