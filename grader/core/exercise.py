@@ -429,15 +429,16 @@ class Exercise:
     def stopped_seconds(self, limits: Any) -> float:
         """The wall seconds this exercise's calls stopped at their CPU limit may take in all,
         on a machine that gives each worker half a CPU (the exercise's own limit,
-        ``Limits.timeout``, leaves them out): one per check, ``SHRINK_STOPS`` more and one that
-        ends the diagnosis, each its limit (a measured
+        ``Limits.timeout``, leaves them out): two per check (one in the exercise's one pass,
+        ``grader.core.one_pass``, and one a check that failed before it meets asked alone),
+        ``SHRINK_STOPS`` more and one that ends the diagnosis, each its limit (a measured
         operation's ten times it) and a second for a fresh worker. A call that waits without
         computing is stopped by its wall limit instead (``call_limit.CALL_WALL`` times the
         CPU limit), later than this counts."""
         from ..sandbox.isolation import MEASURED_CALLS, TORCH_CALLS
 
         call = limits.call * (TORCH_CALLS if self.framework == "torch" else 1)
-        calls = len(self.checks) + SHRINK_STOPS + 1
+        calls = 2 * len(self.checks) + SHRINK_STOPS + 1
         measured = sum(getattr(op, "measured", False) for op in self.operations.values())
         return calls * (2 * call + 1) + measured * (2 * MEASURED_CALLS * call + 1)
 

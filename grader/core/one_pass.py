@@ -10,13 +10,13 @@ no student), and kept for the course (``plan_for``; ``grader grade`` keeps it un
 
 A student's worker is then sent an exercise's planned questions in one request
 (``Sandbox.batch``) and answers them in turn, each call under its own limits as if it came
-alone. The checks run as before, from their first example; each question they ask that the
-pass answered gets that answer (``Student.serve``), any other (an example drawn or shrunk after
-a failure, a question that depends on a different answer) goes to the worker. So each answer a
-check reads is the student's code's answer to that very question, and the verdict is the one
-the check reaches on them: a question answered in the pass is answered the same way however
-often a check asks it, shrinking included, so the student gains nothing by answering a batch
-otherwise than a single call.
+alone. The checks run as before, from their first example; each ask of a question the pass
+answered gets the pass's answer to it, the n-th ask the n-th (``Student.serve``), and any other
+ask (an example drawn or shrunk after a failure, a question that depends on a different
+answer, a question asked more often than planned) goes to the worker. So each answer a check
+reads is the student's code's answer to that very question, asked as often as the check asks
+it, and the verdict is the one the check reaches on them: the student gains nothing by
+answering a pass otherwise than single calls.
 
 A call past its limit in the pass stops it there: the check that asks it meets the stop (as it
 would have alone), and the exercise's later checks are asked in a fresh worker, in one pass
@@ -179,30 +179,38 @@ def forget() -> None:
 
 # -- one pass -----------------------------------------------------------------------------------
 def answer_in_one_pass(student: Student, planned: dict[str, list[bytes]],
-                       checks: list[str]) -> dict[bytes, tuple]:
-    """Ask the student's worker every planned question of ``checks`` (in the order they run)
-    in one pass, and have ``student`` serve the answers; returns them (question -> outcome).
-    Where the pass stops at a call past its limit, the checks after that call's own are asked
-    in one pass again, in a fresh worker; where the worker is lost, the rest are not asked."""
-    served: dict[bytes, tuple] = {}
+                       checks: list[str]) -> dict[bytes, list[tuple]]:
+    """Ask the student's worker every planned question of ``checks`` (in the order they run,
+    each as often as it is planned) in one pass, and have ``student`` serve the answers;
+    returns them (question -> its outcomes, one an ask). Where the pass stops at a call past
+    its limit, the checks after that call's own are asked in one pass again, in a fresh
+    worker, each up to its first question already stopped (the check meets that stop again
+    there, at no cost, and asks nothing after it but what it shrinks); where the worker is
+    lost, the rest are not asked."""
+    served: dict[bytes, list[tuple]] = {}
+    stopped: set[bytes] = set()
     sandbox = student._sandbox
-    segments = [(n, planned.get(n) or []) for n in checks]
+    segments = [planned.get(n) or [] for n in checks]
     first = 0
     while first < len(segments):
         asked, calls = [], []
-        for index, (_, questions) in enumerate(segments[first:], first):
+        for index, questions in enumerate(segments[first:], first):
             for question in questions:
+                if question in stopped:
+                    break
                 call = _call(question)
-                if call is not None and question not in served:
+                if call is not None:
                     asked.append((index, question))
                     calls.append(call)
         if not asked:
             break
         outcomes = sandbox.batch(calls)
         for (_, question), outcome in zip(asked, outcomes):
-            served.setdefault(question, outcome)
+            if outcome[0] != "dropped":
+                served.setdefault(question, []).append(outcome)
         if len(outcomes) == len(asked) or not outcomes or outcomes[-1][0] != "stopped":
             break
+        stopped.add(asked[len(outcomes) - 1][1])
         first = asked[len(outcomes) - 1][0] + 1  # the next check's calls, in a fresh worker
     student.serve(served)
     return served

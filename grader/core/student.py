@@ -222,11 +222,11 @@ class Student:
             raise again
         memo = self.__dict__.get("_memo")
         try:
-            if served and question in served:  # answered in the exercise's one pass
-                return self._served_reply(served[question])
+            # What the exercise's one pass answered is served first (``Served``).
+            asker = Served(self._sandbox, served, question) if served else self._sandbox
             if memo is not None:
-                return memo.request(self._sandbox, op, kwargs)
-            return self._sandbox.request(op, **kwargs)
+                return memo.request(asker, op, kwargs)
+            return asker.request(op, **kwargs)
         except CallTimedOut as error:
             question = question or _question(op, kwargs)
             if question is not None:
@@ -237,23 +237,12 @@ class Student:
                 raise NotImplementedYet(error.describe()) from None
             raise
 
-    def serve(self, served: dict[bytes, tuple]) -> None:
+    def serve(self, served: dict[bytes, list[tuple]]) -> None:
         """Answer the questions of ``served`` (a question's bytes, as the protocol sends it ->
-        its outcome in the exercise's one pass, ``Sandbox.batch``) with what the worker
-        answered there, whenever a check asks one; any other question goes to the worker."""
+        its outcomes in the exercise's one pass, ``Sandbox.batch``, one for each time it was
+        asked there) with what the worker answered there, each outcome once, in order; any
+        other ask goes to the worker."""
         self.__dict__["_served"] = served
-
-    def _served_reply(self, outcome: tuple) -> Any:
-        """A question's outcome in the one pass, as ``request`` would have given it: the value,
-        or the student's error; a call stopped at its limit (``CallTimedOut``, once: asked
-        again, ``_stopped`` answers it), or the worker lost at it (``WorkerLost``)."""
-        kind, what, *part = outcome
-        if kind == "frame":
-            self._sandbox.read_part(part[0])
-            return self._sandbox.reread(what)
-        if kind == "stopped":
-            raise CallTimedOut(what)
-        raise WorkerLost(what)
 
     def _note(self, name: str, args: tuple, kwargs: dict, reply: Any) -> None:
         """Keep the call for the hints (``Context.calls``), when someone listens, unless it
@@ -318,6 +307,38 @@ def _question(op: str, kwargs: dict[str, Any]) -> bytes | None:
         return protocol.encode({"op": op, "kwargs": kwargs})
     except Exception:
         return None
+
+
+class Served:
+    """The worker as a check's question reaches it while the exercise's one pass is served
+    (``Student.serve``): the question's next outcome in the pass, when one is left, as
+    ``Sandbox.request`` would have given it (the value, the student's error, a call stopped
+    at its limit, ``CallTimedOut``, or the worker lost at it, ``WorkerLost``); else the
+    worker itself. ``last_frame`` and ``reread`` as ``Sandbox``'s, for ``Memo``."""
+
+    def __init__(self, sandbox: Sandbox, served: dict[bytes, list[tuple]],
+                 question: bytes | None) -> None:
+        self._sandbox, self._served, self._question = sandbox, served, question
+        self.last_frame = b""
+
+    def request(self, op: str, **kwargs: Any) -> Any:
+        outcomes = self._served.get(self._question) if self._question is not None else None
+        if not outcomes:
+            try:
+                return self._sandbox.request(op, **kwargs)
+            finally:
+                self.last_frame = self._sandbox.last_frame
+        kind, what, *part = outcomes.pop(0)
+        if kind == "stopped":
+            raise CallTimedOut(what)
+        if kind != "frame":
+            raise WorkerLost(what)
+        self.last_frame = what
+        self._sandbox.read_part(part[0])
+        return self._sandbox.reread(what)
+
+    def reread(self, frame: bytes) -> Any:
+        return self._sandbox.reread(frame)
 
 
 class Memo:

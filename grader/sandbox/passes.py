@@ -27,8 +27,10 @@ def batch(sandbox: Sandbox, calls: list[dict[str, Any]], budget: int) -> list[tu
     ``Sandbox.reread`` reads; ``part`` names what it printed, ``Printed``), then, where the
     pass stopped short, ``("stopped", why)`` for a call past its limit or ``("lost", why)`` for
     a worker that can answer no more. A pass that stops short leaves the worker to be started
-    afresh on the next request; so does one whose replies pass ``budget`` bytes (the calls
-    after are asked one at a time)."""
+    afresh on the next request. Replies past ``budget`` bytes in all are read and not kept
+    (``("dropped",)``: a check that asks that call asks the worker again). Each call's clock
+    starts as the reply before it is in, so the worker's time between the two (the grading
+    process reading that reply) is no call's: at most the time to read one reply."""
     from .isolation import MALFORMED
 
     if sandbox.closed and sandbox._timed_out:
@@ -47,31 +49,32 @@ def batch(sandbox: Sandbox, calls: list[dict[str, Any]], budget: int) -> list[tu
         sock.settimeout(max(remaining, 1e-3))
         mark = printed.size(sandbox._output)
         protocol.send(sock, {"op": "batch", "id": number, "kwargs": {"calls": calls}})
+        cpu = sandbox._cpu() if sandbox.limits.call else None
         for part in range(len(calls)):
-            cpu = sandbox._cpu() if sandbox.limits.call else None
-
             def within(cpu: float | None = cpu, began: float = began) -> None:
                 sandbox._within_call_limits(start + remaining, cpu, began)
 
             frame = protocol.recv_frame(sock, start + remaining, within)
+            # The next call's clock starts as this reply's last byte is in, before it is read.
+            ended, cpu = time.monotonic(), sandbox._cpu() if sandbox.limits.call else None
             reply = protocol.decode(frame)
             while sandbox._is_question(reply):  # a proxy asks: its time is the student's
                 protocol.send(sock, {**sandbox.answer(reply), "id": number})
                 frame = protocol.recv_frame(sock, start + remaining, within)
+                ended, cpu = time.monotonic(), sandbox._cpu() if sandbox.limits.call else None
                 reply = protocol.decode(frame)
             if not isinstance(reply, dict) or reply.get("id") != [number, part]:
                 raise protocol.ProtocolError("not the reply asked for")
             if "fatal" in reply:
                 sandbox._answered(reply)  # raises WorkerLost, the worker killed
             end = printed.size(sandbox._output)
-            outcomes.append(("frame", frame, printed.part(mark, end)))
-            mark = end
             kept += len(frame)
-            began = time.monotonic()
-            if kept > budget and part + 1 < len(calls):
-                sandbox.kill()
-                sandbox._timed_out = True  # a fresh worker for the calls asked alone
-                break
+            if kept > budget:  # not kept: a check that asks it asks the worker again
+                outcomes.append(("dropped",))
+            else:
+                outcomes.append(("frame", frame, printed.part(mark, end)))
+            mark = end
+            began = ended
         else:
             if sandbox._pending():
                 raise protocol.ProtocolError("a frame no call asked for")
