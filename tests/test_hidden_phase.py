@@ -65,14 +65,19 @@ OVERFLOWS = BODY.replace(
     "shifted = converted - (np.max(converted, axis=axis, keepdims=True) "
     "if _right(converted) else 0)")
 assert OVERFLOWS != BODY
+# Each line numbered in the order the worker was asked: a pass asks a phase's planned calls
+# ahead of the checks, and the output shows a call's line only where a check read its answer.
 RECORDER = '''import numpy as np
 {helpers}
+asked = []
+
 
 def softmax(logits, axis=-1):
+    asked.append(1)
     try:
-        print("V", _digest(logits, axis), "S", _sum(logits))
+        print(f"V{{len(asked)}}", _digest(logits, axis), _sum(logits))
     except Exception:
-        print("V", _digest(logits, axis), "S none")
+        print(f"V{{len(asked)}}", _digest(logits, axis), "none")
 {body}'''
 ACTIONS = {
     "exit": "raise SystemExit(3)",
@@ -90,14 +95,14 @@ hidden = []
 def softmax(logits, axis=-1):
     n = len(seen)
     seen.append(_digest(logits, axis))
-    if hidden or n >= len(VISIBLE) or VISIBLE[n] != seen[-1]:
+    if hidden or n > max(VISIBLE) or VISIBLE.get(n, seen[-1]) != seen[-1]:
         hidden.append(n)  # not a call the visible worker gets: a hidden check's
     if hidden and not told and _sum(logits) > THRESHOLD:
         {action}
 {body}'''
 
 
-def attacker(visible: list[int], body: str, action: str):
+def attacker(visible: dict[int, int], body: str, action: str):
     """The attack's file for a threshold: ``attacker(...)(threshold)``."""
     text = ATTACKER.format(helpers=HELPERS, visible=visible, body=body, action=ACTIONS[action])
     return lambda threshold: text.replace("THRESHOLD", repr(float(threshold)))
@@ -109,17 +114,19 @@ def grade(folder: Path, source: str, *, hidden: bool = True) -> engine.Submissio
                                    limits=LIMITS)
 
 
-def recorded(tmp_path: Path, body: str) -> tuple[list[int], list[float]]:
+def recorded(tmp_path: Path, body: str) -> tuple[dict[int, int], list[float]]:
     """What one local run of ``body`` shows its author: the digests of the visible worker's
-    calls, in order, and the sums of the hidden examples (printed, as the instructor's view
+    calls, by their place in its order (those the output shows), and the sums of the hidden
+    examples (printed, as the instructor's view
     shows them; a student learns them by searching)."""
     graded = grade(tmp_path / "recorder", RECORDER.format(helpers=HELPERS, body=body))
     output = graded.results["softmax"].output
     assert TRUNCATED not in output  # every call's line is there
     visible, _, hidden = output.partition("[during the hidden checks]")
-    digests = [int(line.split()[1]) for line in visible.splitlines() if line.startswith("V ")]
-    sums = sorted({float(line.split()[3]) for line in hidden.splitlines()
-                   if line.startswith("V ") and line.split()[3] != "none"})
+    digests = {int(line.split()[0][1:]) - 1: int(line.split()[1])
+               for line in visible.splitlines() if line.startswith("V")}
+    sums = sorted({float(line.split()[2]) for line in hidden.splitlines()
+                   if line.startswith("V") and line.split()[2] != "none"})
     assert digests and sums, graded.results["softmax"].output
     return digests, sums
 

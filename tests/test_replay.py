@@ -15,7 +15,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 from submission_tools import KIT
 
-from grader.core import engine, replay, replay_store
+from grader.core import engine, one_pass, replay, replay_store
 from grader.core.assertions import CheckFailed
 from grader.core.exercise import Context, Exercise
 from grader.integrations.outputs import report
@@ -564,6 +564,13 @@ def test_a_deeply_nested_reply_is_decoded_alike_followed_or_drawn(tmp_path, unsc
     right = key.replace("def scaled_dot_product_attention(", "def right(")
     submission = _attention(tmp_path, "deep", right + DEEP)
     _with(unscaled_runs.recordings)
+    # In one pass (grader.core.one_pass) the deep reply is read at the pass, then again where
+    # a check reads it: never malformed (the call it answers differs: the code counts calls).
+    together = _graded(submission)
+    assert "malformed" not in together
+    assert json.loads(together)["extra_data"]["exercises"]["attention"]["score"] >= 13
+    # Asked alone, call by call, followed or drawn, as the rest of this test compares.
+    monkeypatch.setattr(one_pass, "plan_for", lambda *args, **kwargs: {})
     alone = _graded(submission)
     assert "malformed" not in alone and '"score": 14' in alone
     _with(unscaled_runs.recordings, unscaled_runs.runs)

@@ -31,17 +31,19 @@ does not fit (another key, a kit changed since) costs speed, never a verdict.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import io
 import os
 import pickle
+import warnings
 from pathlib import Path
 from typing import Any
 
 from ..sandbox import protocol
 from ..sandbox.errors import StudentError
 from ..sandbox.worker import ONE_AT_A_TIME
-from . import assertions, replay, replay_store
+from . import assertions, internals, replay, replay_store
 from .answer_key import AnswerKey
 from .course import Course
 from .exercise import Context, Exercise
@@ -66,10 +68,15 @@ class _KeyWorker:
     def request(self, op: str, **kwargs: Any) -> Any:
         self.questions.append(protocol.encode({"op": op, "kwargs": kwargs}))
         try:
-            if op == "call":
-                value = getattr(self.key, kwargs["func"])(*kwargs["args"], **kwargs["kwargs"])
-            else:
-                value = getattr(self.key, op)(**kwargs)
+            # A warning is printed in a worker, never raised (whoever set this process's
+            # filters: pytest makes them errors): so here it is not raised either.
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                if op == "call":
+                    value = getattr(self.key, kwargs["func"])(*kwargs["args"],
+                                                              **kwargs["kwargs"])
+                else:
+                    value = getattr(self.key, op)(**kwargs)
         except StudentError:
             raise
         except Exception as error:  # the key's refusal of an input: as a worker reports it
@@ -98,11 +105,15 @@ def _plan_exercise(exercise: Exercise, course: Course, key: Path, secret: str,
     for check in exercise.checks:
         ctx = Context(student, answers if check.hidden else None, devices)
         student._calls = ctx.calls
-        worker.questions = []
         try:
             with assertions.tolerances(course.tolerances):
-                check.run(ctx, examples=course.examples,
-                          seed_text=secret if check.hidden else "")
+                # Twice: the first run draws and records the examples where none are kept
+                # (Hypothesis may try examples it then discards), the second replays them,
+                # asking what every later run asks.
+                for _ in range(2):
+                    worker.questions = []
+                    check.run(ctx, examples=course.examples,
+                              seed_text=secret if check.hidden else "")
         except BaseException as error:  # noqa: BLE001  (the check is asked one call at a time)
             if isinstance(error, (KeyboardInterrupt, SystemExit)):
                 raise
@@ -204,7 +215,10 @@ def answer_in_one_pass(student: Student, planned: dict[str, list[bytes]],
                     calls.append(call)
         if not asked:
             break
-        outcomes = sandbox.batch(calls)
+        # Replies read with the stack a check's run has (Hypothesis's recursion limit), as a
+        # reply asked alone is read: a deeply nested one is read alike.
+        with internals.ensure_free_stackframes():
+            outcomes = sandbox.batch(calls)
         for (_, question), outcome in zip(asked, outcomes):
             if outcome[0] != "dropped":
                 served.setdefault(question, []).append(outcome)
@@ -216,9 +230,11 @@ def answer_in_one_pass(student: Student, planned: dict[str, list[bytes]],
     return served
 
 
+@functools.lru_cache(maxsize=1 << 14)
 def _call(question: bytes) -> dict[str, Any] | None:
     """A planned question as a pass sends it, or None where it is not one (a plan file is
-    read as data: what does not decode to a call is not asked)."""
+    read as data: what does not decode to a call is not asked). Decoded once a process (and
+    once for a batch's graders, forked after the key's grade): a pass only reads it."""
     try:
         call = protocol.decode(question[8:])
     except (protocol.ProtocolError, ValueError, TypeError, OverflowError, RecursionError):
