@@ -363,6 +363,7 @@ def grade_submission(
     jobs: int = 1,
     progress: Callable[[ExerciseResult], None] | None = None,
     visible: Callable[[SubmissionResult], None] | None = None,
+    plan: bool = True,
 ) -> SubmissionResult:
     """Grade the folder ``path``: the course's enabled exercises (or ``exercises``), core ones
     always, bonus ones when their file is there. The workers see the interpreter and their
@@ -372,7 +373,9 @@ def grade_submission(
     Every exercise's visible phase runs before any hidden phase (``grader.core.phases``).
     ``visible`` is given the submission's visible verdicts, final, before the first hidden
     phase begins (each hidden check still to run reads ``phases.NOT_YET``); ``progress`` is
-    given each exercise's result once it is graded, in no set order."""
+    given each exercise's result once it is graded, in no set order. ``plan``: make the
+    course's plan (``grader.core.one_pass``) where it is not known yet; without, only a plan
+    already made or read is used."""
     course = course or load()
     source = Path(path)
     if not source.is_dir():
@@ -390,8 +393,8 @@ def grade_submission(
     secret = course_secret(key) if key is not None else ""
     chosen = {e.name: e for e in course.exercises() if e.name in names}
     # The plan: each check's questions, as the key's answers make them (``one_pass``).
-    plans = one_pass.plan_for(course, key, secret, devices, list(chosen.values())) \
-        if key is not None else {}
+    plans = one_pass.plan_for(course, key, secret, devices, list(chosen.values()),
+                              make=plan) if key is not None else {}
     with tempfile.TemporaryDirectory(prefix="attention-kit-") as tmp:
         os.chmod(tmp, 0o755)  # read-only to a worker without namespaces; others see nothing
         copy = Path(tmp) / "submission"

@@ -218,6 +218,12 @@ def _keep_run(key: tuple, steps: list[tuple[Example, tuple | None, str | None]])
                          tuple(steps))
 
 
+def is_recorded(func: Any, seed_text: str, count: int, devices: tuple[str, ...]) -> bool:
+    """Whether the examples of the check ``func`` (its seed text, count and devices, as
+    ``Check`` keys them) are recorded here."""
+    return (func, seed_digest(seed_text), count, tuple(devices)) in _RECORDED
+
+
 def has_runs(key: tuple) -> bool:
     """Whether a failing run is kept for ``key`` (``followed`` would follow it)."""
     return bool(_runs(key))

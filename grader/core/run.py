@@ -56,6 +56,7 @@ class GradingRun:
         self.jobs = jobs
         self._caches = False
         self._class = False
+        self._plan = False  # make the course's plan (``one_pass``): a run that reuses it
 
     @property
     def course(self) -> Course:
@@ -81,14 +82,15 @@ class GradingRun:
         from . import engine  # noqa: F401  (imported now: frozen with the rest)
 
         self.course.exercises()  # the checks imported, and with them all that grading reads
-        if caches and self._plan() is not None:
+        if caches and self._planned() is not None:
             from . import one_pass
 
-            one_pass.load(*self._plan())  # the course's plan a previous run made
+            one_pass.load(*self._planned())  # the course's plan a previous run made
+            self._plan = True
         gc.freeze()
         return self
 
-    def _plan(self) -> tuple | None:
+    def _planned(self) -> tuple | None:
         """What the course's plan is made for (``one_pass``): the course, the key, its secret
         and the devices; None without a key (the plan is the key's to make)."""
         from .course import course_secret
@@ -109,6 +111,7 @@ class GradingRun:
 
         self.course.exercises()
         key = self.key if self.key is not None and self.key.is_dir() else None
+        self._plan = True  # every grader forked from here reads it
         if key is not None:  # warm: see the module docstring
             with contextlib.suppress(Exception):
                 self.grade(key, lanes=1)
@@ -142,7 +145,7 @@ class GradingRun:
                 lanes = self.jobs if self.jobs is not None else default_lanes()
         return engine.grade_submission(path, course=self.course, key_folder=self.key,
                                        limits=self.limits, exercises=exercises, jobs=lanes,
-                                       progress=progress, visible=visible)
+                                       progress=progress, visible=visible, plan=self._plan)
 
     # -- the end ----------------------------------------------------------------------------
     def close(self) -> None:
@@ -153,10 +156,10 @@ class GradingRun:
 
             replay_store.save_cache()
             lanes.save_seconds()
-            if self._plan() is not None:
+            if self._planned() is not None:
                 from . import one_pass
 
-                one_pass.save(*self._plan())
+                one_pass.save(*self._planned())
             self._caches = False
         if self._class:
             from ..sandbox import cgroups

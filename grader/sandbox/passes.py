@@ -63,11 +63,16 @@ def batch(sandbox: Sandbox, calls: list[dict[str, Any]], budget: int) -> list[tu
                 frame = protocol.recv_frame(sock, start + remaining, within)
                 ended, cpu = time.monotonic(), sandbox._cpu() if sandbox.limits.call else None
                 reply = protocol.decode(frame)
-            if not isinstance(reply, dict) or reply.get("id") != [number, part]:
+            ident = reply.get("id") if isinstance(reply, dict) else None
+            if not isinstance(ident, list) or len(ident) != 3 or ident[:2] != [number, part]:
                 raise protocol.ProtocolError("not the reply asked for")
             if "fatal" in reply:
                 sandbox._answered(reply)  # raises WorkerLost, the worker killed
-            end = printed.size(sandbox._output)
+            # Where the call's output ends, as the worker saw it (it may have gone on to the
+            # next call since): within what is there, and not before the last call's end.
+            said, end = ident[2], printed.size(sandbox._output)
+            if type(said) is int and mark <= said <= end:
+                end = said
             kept += len(frame)
             if kept > budget:  # not kept: a check that asks it asks the worker again
                 outcomes.append(("dropped",))

@@ -29,6 +29,7 @@ from __future__ import annotations
 import dis
 import importlib
 import importlib.util
+import os
 import socket
 import sys
 import traceback
@@ -347,8 +348,9 @@ def serve(sock: socket.socket, config: dict[str, Any], audited: bool = True) -> 
                     reply({"fatal": "the grading process sent a malformed batch"}, number)
                     return
                 message = _answer(session, ask, str(call.get("op")), call["kwargs"], number)
-                _flushed()  # what this call printed is in the capture before its reply
-                if not _replied(reply, message, [number, part]):
+                # What this call printed is in the capture before its reply, and the reply says
+                # where it ends (the grading process reads the next call's output apart).
+                if not _replied(reply, message, [number, part, _flushed()]):
                     return
             continue
         message = _answer(session, ask, str(op), kwargs, number)
@@ -386,14 +388,18 @@ def _answer(session: Session, ask: Asker, op: str, kwargs: dict[str, Any],
         ask.request = None
 
 
-def _flushed() -> None:
+def _flushed() -> int:
     """Flush what the code printed (``sys.stdout`` may be the code's own: its failure here is
-    no one's but the code's, and is not a reply)."""
+    no one's but the code's, and is not a reply); the capture's size then (-1: unknown)."""
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except Exception:  # noqa: BLE001, S110
             pass
+    try:
+        return os.fstat(2).st_size
+    except OSError:
+        return -1
 
 
 def _replied(reply: Any, message: dict[str, Any], number: Any) -> bool:
