@@ -56,7 +56,7 @@ $(CORE): pyproject.toml requirements.lock
 	@touch $@
 
 $(DEV): $(CORE) requirements-dev.lock
-	@echo "installing the kit's own tools (requirements-dev.lock: nbgrader, ruff, mkdocs)"
+	@echo "installing the kit's own tools (requirements-dev.lock: nbgrader, ruff, mkdocs, pytest-xdist)"
 	@$(PIP) -r requirements-dev.lock $(LOGGED)
 	@touch $@
 
