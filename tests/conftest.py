@@ -50,7 +50,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     names = config.getoption("--exercise")
     if names:
         keep_exercises(config, items, names)
-    group_shared_fixtures(items)
+    if getattr(config.option, "loadgroup", False):  # an xdist worker of --dist loadgroup
+        group_shared_fixtures(items)
     yield
     keep_group_suffix(items)
 
