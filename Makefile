@@ -9,6 +9,7 @@ JOBS ?=
 AGAINST ?=
 EXERCISE ?=
 FORCE ?=
+TEST_WORKERS ?= auto
 EXCHANGE ?=
 DEMO ?= demo-class
 COURSE_FILE ?=
@@ -55,7 +56,7 @@ $(CORE): pyproject.toml requirements.lock
 	@touch $@
 
 $(DEV): $(CORE) requirements-dev.lock
-	@echo "installing the kit's own tools (requirements-dev.lock: nbgrader, ruff, mkdocs)"
+	@echo "installing the kit's own tools (requirements-dev.lock: nbgrader, ruff, mkdocs, pytest-xdist)"
 	@$(PIP) -r requirements-dev.lock $(LOGGED)
 	@touch $@
 
@@ -68,9 +69,10 @@ grade: $(CORE)
 answer-key: $(CORE)
 	$(PY) -m grader grade solutions $(COURSE_FLAG)
 
-## test: the kit's own tests (as root, the attack and limit tests again as uid 65534)
+## test: the kit's own tests (as root, the attack and limit tests again as uid 65534), split
+##        over one process a core (pytest-xdist); TEST_WORKERS=N sets how many, 0 runs them in one
 test: $(DEV)
-	$(PY) -m pytest -q -ra tests
+	$(PY) -m pytest -q -ra -n $(TEST_WORKERS) --dist loadgroup tests
 
 ## test-slurm: start a one-node Slurm cluster on this machine (root, make slurm-install), then
 ##        grade a class on it through python -m grader slurm as uid 65534, as a site's user

@@ -82,12 +82,11 @@ def handout_copy(tmp_path_factory) -> Path:
 
 
 # -- the verdicts are grade's, on the zoo ----------------------------------------------------------
-def test_each_verdict_is_grades_on_every_zoo_entry_and_check(request):
+def test_each_verdict_is_grades_on_every_zoo_entry_and_check(zoo_results):
     """An item passes exactly when ``grade`` gives its check full points, and a failing one
     says what the report's JSON says of it: for every check of every zoo entry."""
     from grader.integrations.routes.pytest_plugin import verdicts
 
-    zoo_results = request.getfixturevalue("zoo_results")
     seen: Counter[str] = Counter()
     for entry, results in zoo_results.items():
         tests = {t["name"]: t for t in report.to_json(SubmissionResult(entry, results, True))
