@@ -401,6 +401,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.class_size:
         fork_cost()
         honest_cost(jobs=args.jobs)
+        if args.against is not None:
+            print(f"the same, graded by {args.against}:")
+            honest_cost(jobs=args.jobs, kit=args.against)
     if args.notebooks:
         notebook_class(args.notebooks, args.jobs, min(args.plain_notebooks, args.notebooks))
     if args.class_size:
