@@ -115,11 +115,29 @@ def test_a_plan_that_does_not_fit_changes_no_verdict(tmp_path, monkeypatch):
     assert again == honest
 
 
-def test_a_pass_past_its_byte_budget_asks_the_rest_alone(tmp_path, monkeypatch):
-    folder = make_submission(tmp_path / "s", {"softmax.py": SUBMISSIONS["wrong"]})
+# Wrong the first time it sees an input, right each time after (a red team's: when replies past
+# the budget were dropped and asked again of the same worker, only the second answer counted,
+# and this scored 15/15, against 0/15 asked alone).
+WRONG_THEN_RIGHT = _wrapped("key = (np.asarray(logits).tobytes(), np.shape(logits), axis)\n"
+                            "if key not in CALLS:\n    CALLS.append(key)\n"
+                            "    return np.full(np.shape(logits), 0.5)")
+
+
+@pytest.mark.parametrize("name", ["wrong", "wrong-then-right"])
+def test_a_pass_past_its_byte_budget_asks_the_rest_alone(tmp_path, monkeypatch, name):
+    """Past the budget the pass ends at that reply, kept; the rest are asked alone, in a
+    fresh worker: no answer is left unread and asked again of the same worker."""
+    rule_off(monkeypatch)
+    source = SUBMISSIONS["wrong"] if name == "wrong" else WRONG_THEN_RIGHT
+    folder = make_submission(tmp_path / "s", {"softmax.py": source})
     honest = _graded(folder, "softmax", monkeypatch=monkeypatch)
+    alone = _graded(folder, "softmax", planned=False, monkeypatch=monkeypatch)
     monkeypatch.setattr(isolation, "BATCH_BYTES", 2000)
     again = _graded(folder, "softmax", monkeypatch=monkeypatch)
+    if name == "wrong-then-right":
+        assert again["softmax"]["score"] <= alone["softmax"]["score"] < COURSE.points("softmax")
+        assert honest["softmax"]["score"] <= alone["softmax"]["score"]
+        return
     for result in (honest, again):  # a fresh worker prints its warnings again
         result["softmax"].pop("output")
     assert again == honest

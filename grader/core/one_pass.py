@@ -40,7 +40,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from ..sandbox import protocol
+from ..sandbox import isolation, protocol
 from ..sandbox.errors import StudentError
 from ..sandbox.worker import ONE_AT_A_TIME
 from . import assertions, internals, replay, replay_store
@@ -206,13 +206,14 @@ def answer_in_one_pass(student: Student, planned: dict[str, list[bytes]],
     its limit, the checks after that call's own are asked in one pass again, in a fresh
     worker, each up to its first question already stopped (the check meets that stop again
     there, at no cost, and asks nothing after it but what it shrinks); where the worker is
-    lost, the rest are not asked."""
+    lost, or the replies kept pass ``BATCH_BYTES`` over all the phase's passes, the rest are
+    not asked in a pass."""
     served: dict[bytes, list[tuple]] = {}
     stopped: set[bytes] = set()
     sandbox = student._sandbox
     segments = [planned.get(n) or [] for n in checks]
-    first = 0
-    while first < len(segments):
+    first, budget = 0, isolation.BATCH_BYTES  # the replies kept, all passes of the phase
+    while first < len(segments) and budget > 0:
         asked, calls = [], []
         for index, questions in enumerate(segments[first:], first):
             for question in questions:
@@ -227,10 +228,10 @@ def answer_in_one_pass(student: Student, planned: dict[str, list[bytes]],
         # Replies read with the stack a check's run has (Hypothesis's recursion limit), as a
         # reply asked alone is read: a deeply nested one is read alike.
         with internals.ensure_free_stackframes():
-            outcomes = sandbox.batch(calls)
+            outcomes = sandbox.batch(calls, budget)
         for (_, question), outcome in zip(asked, outcomes):
-            if outcome[0] != "dropped":
-                served.setdefault(question, []).append(outcome)
+            served.setdefault(question, []).append(outcome)
+        budget -= sum(len(o[1]) for o in outcomes if o[0] == "frame")
         if len(outcomes) == len(asked) or not outcomes or outcomes[-1][0] != "stopped":
             break
         stopped.add(asked[len(outcomes) - 1][1])

@@ -75,8 +75,8 @@ def start_zygote(frameworks: set[str] | None = None, many: bool = False) -> None
 
 
 # -- one worker --------------------------------------------------------------------------------
-# What the replies of one pass (``Sandbox.batch``) may add up to before the rest are asked one
-# at a time: an honest exercise's are a few MB.
+# What the replies of an exercise phase's passes (``Sandbox.batch``) may add up to before the
+# rest are asked one at a time: an honest exercise's are a few MB.
 BATCH_BYTES = 32 << 20
 
 

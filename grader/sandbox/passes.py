@@ -27,8 +27,8 @@ def batch(sandbox: Sandbox, calls: list[dict[str, Any]], budget: int) -> list[tu
     ``Sandbox.reread`` reads; ``part`` names what it printed, ``Printed``), then, where the
     pass stopped short, ``("stopped", why)`` for a call past its limit or ``("lost", why)`` for
     a worker that can answer no more. A pass that stops short leaves the worker to be started
-    afresh on the next request. Replies past ``budget`` bytes in all are read and not kept
-    (``("dropped",)``: a check that asks that call asks the worker again). Each call's clock
+    afresh on the next request; so does one whose replies pass ``budget`` bytes, which ends at
+    the reply that passed it (kept: the calls after it are asked alone). Each call's clock
     starts as the reply before it is in, so the worker's time between the two (the grading
     process reading that reply) is no call's: at most the time to read one reply."""
     from .isolation import MALFORMED
@@ -73,13 +73,17 @@ def batch(sandbox: Sandbox, calls: list[dict[str, Any]], budget: int) -> list[tu
             said, end = ident[2], printed.size(sandbox._output)
             if type(said) is int and mark <= said <= end:
                 end = said
-            kept += len(frame)
-            if kept > budget:  # not kept: a check that asks it asks the worker again
-                outcomes.append(("dropped",))
-            else:
-                outcomes.append(("frame", frame, printed.part(mark, end)))
+            outcomes.append(("frame", frame, printed.part(mark, end)))
             mark = end
             began = ended
+            kept += len(frame)
+            if kept > budget and part + 1 < len(calls):
+                # The pass ends here, this reply kept: the calls after it are asked alone, in
+                # a fresh worker (this one may have answered some of them already: no answer
+                # it gave is left unread and asked again of the same worker).
+                sandbox.kill()
+                sandbox._timed_out = True
+                break
         else:
             if sandbox._pending():
                 raise protocol.ProtocolError("a frame no call asked for")
