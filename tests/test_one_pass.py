@@ -51,9 +51,9 @@ SUBMISSIONS = {
     "exits": _wrapped("CALLS[0] += 1\nif CALLS[0] == 25:\n    raise SystemExit(3)"),
     # Right the first time it sees an input, every entry 0.5 each time after: a check that
     # asks a question twice must get two answers, as it did one call at a time.
-    "wrong-on-repeat": _wrapped("SEEN = CALLS\nkey = (np.asarray(logits).tobytes(), np.shape(logits), axis)\n"
-                                "if key in SEEN:\n    return np.full(np.shape(logits), 0.5)\n"
-                                "SEEN.append(key)"),
+    "wrong-on-repeat": _wrapped("key = (np.asarray(logits).tobytes(), np.shape(logits), axis)\n"
+                                "if key in CALLS:\n    return np.full(np.shape(logits), 0.5)\n"
+                                "CALLS.append(key)"),
     # Wrong where a slice is long (no shift by the maximum there).
     "wrong": _wrapped("if np.shape(logits) and np.shape(logits)[-1] > 3:\n"
                       "    e = np.exp(np.asarray(logits, dtype=float))\n"
