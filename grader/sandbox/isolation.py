@@ -162,6 +162,8 @@ class Sandbox:
         capture)."""
         self.closed, self._timed_out, self._exit = False, False, None
         self._status_text, self.pid = b"", None
+        if self.printed is not None:
+            self.printed.restarted(self._output)
         self._start()
         if self._loading is not None:
             self.request("load", **self._loading)

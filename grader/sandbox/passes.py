@@ -9,6 +9,7 @@ to the checks; ``Sandbox.batch`` is this module's ``batch``.
 from __future__ import annotations
 
 import os
+import re
 import time
 from typing import IO, TYPE_CHECKING, Any
 
@@ -120,6 +121,7 @@ class Printed:
     def __init__(self) -> None:
         self.spans: list[tuple[int, int]] = []  # each part's bytes in the capture
         self.shown: list[tuple[int, int]] = []  # (where in the rest, part), in reading order
+        self.fresh: list[int] = []  # where in the rest a fresh worker began
         self._read: set[int] = set()
 
     @staticmethod
@@ -130,6 +132,10 @@ class Printed:
         self.spans.append((start, end))
         return len(self.spans) - 1
 
+    def restarted(self, capture: IO[bytes]) -> None:
+        """A fresh worker begins here: it prints its warnings anew."""
+        self.fresh.append(self.size(capture) - sum(end - start for start, end in self.spans))
+
     def read(self, part: int, capture: IO[bytes]) -> None:
         """A check read ``part``'s answer: its output goes here, the first time."""
         if part not in self._read:
@@ -138,8 +144,23 @@ class Printed:
             self.shown.append((self.size(capture) - taken, part))
 
     def assemble(self, capture: IO[bytes], cap: int) -> bytes:
-        """The first ``cap`` bytes of the output in reading order."""
-        rest, out, at = bytearray(), bytearray(), 0
+        """The first ``cap`` bytes of the output in reading order, each warning once a worker
+        (Python's default action, as calls asked one at a time print them: a pass's worker
+        prints every call's, ``worker._warn_afresh``)."""
+        pieces = self._pieces(capture, 4 * cap)
+        out, seen = bytearray(), set()
+        for fresh, piece in pieces:
+            if fresh:
+                seen = set()
+            out += _once(piece, seen)
+            if len(out) > cap:
+                break
+        return bytes(out[:cap + 1])
+
+    def _pieces(self, capture: IO[bytes], cap: int) -> list[tuple[bool, bytes]]:
+        """The output in reading order, as pieces, each saying whether a fresh worker begins
+        with it."""
+        rest, at = bytearray(), 0
         edges = sorted(self.spans)
         size = self.size(capture)
         for start, end in [*edges, (size, size)]:
@@ -149,14 +170,38 @@ class Printed:
             at = max(at, end)
             if len(rest) > cap:
                 break
-        used = 0
-        for where, part in self.shown:
-            if len(out) > cap:
+        pieces: list[tuple[bool, bytes]] = []
+        used, size = 0, 0
+        marks = sorted([(where, 0, -1) for where in self.fresh]
+                       + [(where, 1, part) for where, part in self.shown])
+        for where, kind, part in marks:
+            if size > cap:
                 break
-            out += rest[used:where]
+            pieces.append((False, bytes(rest[used:where])))
             used = max(used, where)
+            if kind == 0:
+                pieces.append((True, b""))
+                continue
             start, end = self.spans[part]
             capture.seek(start)
-            out += capture.read(min(end - start, cap + 1))
-        out += rest[used:]
-        return bytes(out[:cap + 1])
+            pieces.append((False, capture.read(min(end - start, cap + 1))))
+            size += len(pieces[-1][1])
+        pieces.append((False, bytes(rest[used:])))
+        return pieces
+
+
+# A warning as Python prints it: "file:line: Category: message", then its source line.
+_WARNING = re.compile(rb"^[^\n]*:\d+: \w*Warning: [^\n]*\n(?:  [^\n]*\n)?", re.MULTILINE)
+
+
+def _once(text: bytes, seen: set[bytes]) -> bytes:
+    """``text`` with each warning already in ``seen`` left out (and each new one noted)."""
+    out, at = bytearray(), 0
+    for found in _WARNING.finditer(text):
+        out += text[at:found.start()]
+        at = found.end()
+        first = found.group().split(b"\n", 1)[0]
+        if first not in seen:
+            seen.add(first)
+            out += found.group()
+    return bytes(out + text[at:])

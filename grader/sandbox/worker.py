@@ -347,11 +347,13 @@ def serve(sock: socket.socket, config: dict[str, Any], audited: bool = True) -> 
                         or not isinstance(call.get("kwargs"), dict)):
                     reply({"fatal": "the grading process sent a malformed batch"}, number)
                     return
+                _warn_afresh()  # each call prints its warnings (``passes.Printed`` keeps one)
                 message = _answer(session, ask, str(call.get("op")), call["kwargs"], number)
                 # What this call printed is in the capture before its reply, and the reply says
                 # where it ends (the grading process reads the next call's output apart).
                 if not _replied(reply, message, [number, part, _flushed()]):
                     return
+            _warn_afresh()  # so does each call asked alone after the pass
             continue
         message = _answer(session, ask, str(op), kwargs, number)
         if not _replied(reply, message, number):
@@ -386,6 +388,16 @@ def _answer(session: Session, ask: Asker, op: str, kwargs: dict[str, Any],
         return {"ok": False, "error": _describe(error, session.folder, session.exercise)}
     finally:
         ask.request = None
+
+
+def _warn_afresh() -> None:
+    """Forget which warnings were printed (every module's registry is out of date once the
+    filters' version moves), so the next call prints each warning it raises: which of a pass's
+    calls a check reads is known only in the grading process, which keeps the first of each
+    (``passes.Printed``), as Python's default action would have, asked call by call."""
+    mutated = getattr(warnings, "_filters_mutated", None)
+    if mutated is not None:
+        mutated()
 
 
 def _flushed() -> int:
