@@ -132,12 +132,19 @@ def _plan_exercise(exercise: Exercise, course: Course, key: Path, secret: str,
 def _digest(course: Course, key: Path, secret: str, devices: tuple[str, ...]) -> str:
     """What a plan depends on: the kit and its libraries (as the examples' cache is named),
     the key's files, the course (its examples and tolerances), the secret and the devices."""
-    digest = hashlib.sha256(replay_store.cache_file().stem.encode())
+    digest = hashlib.sha256(_kit().encode())
     for path in sorted(Path(key).glob("*.py")):
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
     digest.update(repr((course.examples, sorted(course.tolerances.items()),
                         replay.seed_digest(secret), devices)).encode())
     return digest.hexdigest()[:32]
+
+
+@functools.cache
+def _kit() -> str:
+    """The kit's code and libraries, as the examples' cache is named: read once a process
+    (every grade asks, and the code does not change under a running process)."""
+    return replay_store.cache_file().stem
 
 
 def plan_for(course: Course, key: Path, secret: str, devices: tuple[str, ...],
