@@ -150,13 +150,29 @@ class Student:
 
     def _ask_key(self, name: str, export: str, method: str, args: list, kwargs: dict) -> Any:
         """``name.export`` (or a method of it) computed by the key, in the trusted worker that
-        answers for ``name`` in this grading process (``answerer``)."""
+        answers for ``name`` in this grading process (``answerer``). A question this worker's
+        file asked before is answered as the key answered it then (``_KeyAnswers``): a check
+        that shrinks a failing input runs the same examples again, and with them the same
+        proxy calls (a wrong attention asked 507, 143 of them distinct)."""
+        answers = self.__dict__.get("_key_answers")
+        if answers is None:
+            answers = self.__dict__["_key_answers"] = _KeyAnswers()
+        question = answers.question(name, export, method, args, kwargs)
+        if question is not None and question in answers:
+            return answers.answer(question)
         sandbox = answerer(Path(self._key_folder), self._known()[name], self._sandbox.limits)
         sandbox.used = 0.0  # each question gets the time limit; the student's clock runs too
-        if method:
-            return sandbox.request("module_call", name=export, method=method, args=args,
-                                   kwargs=kwargs)
-        return sandbox.request("call", func=export, args=args, kwargs=kwargs)
+        try:
+            if method:
+                value = sandbox.request("module_call", name=export, method=method, args=args,
+                                        kwargs=kwargs)
+            else:
+                value = sandbox.request("call", func=export, args=args, kwargs=kwargs)
+        except StudentError:  # the key's own complaint: it makes it every time
+            answers.keep(question, sandbox.last_frame)
+            raise
+        answers.keep(question, sandbox.last_frame)
+        return value
 
     def load(self) -> dict[str, Any]:
         """Load the exercise's file in the worker, with its proxies and operations."""
@@ -309,6 +325,40 @@ def _question(op: str, kwargs: dict[str, Any]) -> bytes | None:
         return None
 
 
+class _KeyAnswers(dict):
+    """The key's answers to the proxy calls of one worker's file (question -> the answer
+    worker's reply, as bytes), each given again, decoded anew, when the file asks the same
+    question (byte for byte, as the protocol encodes it) again: the key computes the same
+    answer to the same question every time, in a worker of its own. Only a reply the key gave
+    (its value, or its complaint about the arguments) is kept, never one its worker was lost
+    or stopped on, and at most ``MAX_BYTES`` of them, so no file makes the grading process
+    hold more than that for it."""
+
+    MAX_BYTES = 8 << 20
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bytes = 0
+
+    @staticmethod
+    def question(name: str, export: str, method: str, args: list, kwargs: dict) -> bytes | None:
+        try:
+            return protocol.encode([name, export, method, args, kwargs])
+        except Exception:  # the key's worker cannot be sent it either: it says why
+            return None
+
+    def keep(self, question: bytes | None, frame: bytes) -> None:
+        if question is not None and self.bytes + len(question) + len(frame) <= self.MAX_BYTES:
+            self[question] = frame
+            self.bytes += len(question) + len(frame)
+
+    def answer(self, question: bytes) -> Any:
+        reply = protocol.decode(self[question])
+        if reply.get("ok") is True:
+            return reply["value"]
+        raise StudentError(reply["error"])
+
+
 class Served:
     """The worker as a check's question reaches it while the exercise's one pass is served
     (``Student.serve``): the question's next outcome in the pass, when one is left, as
@@ -335,6 +385,8 @@ class Served:
             raise WorkerLost(what)
         self.last_frame = what
         self._sandbox.read_part(part[0])
+        if part[1] is not None:  # decoded in the pass, and read here only: served once
+            return self._sandbox.answered(part[1])
         return self._sandbox.reread(what)
 
     def reread(self, frame: bytes) -> Any:

@@ -246,7 +246,7 @@ class Sandbox:
             self.kill()
             raise WorkerLost(MALFORMED)
         self.last_frame = frame
-        return self._answered(reply)
+        return self.answered(reply)
 
     def batch(self, calls: list[dict[str, Any]], budget: int | None = None) -> list[tuple]:
         """Every one of ``calls`` asked in one pass (``grader.sandbox.passes.batch``)."""
@@ -266,9 +266,9 @@ class Sandbox:
             reply = protocol.decode(frame)
         except (protocol.ProtocolError, ValueError, TypeError, OverflowError, RecursionError):
             raise WorkerLost(MALFORMED) from None
-        return self._answered(reply)
+        return self.answered(reply)
 
-    def _answered(self, reply: dict[str, Any]) -> Any:
+    def answered(self, reply: dict[str, Any]) -> Any:
         """The value of a reply, or the student's error it carries, raised (StudentError)."""
         if "fatal" in reply:
             self.kill()

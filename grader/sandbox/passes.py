@@ -20,12 +20,16 @@ if TYPE_CHECKING:
     from .isolation import Sandbox
 
 
+SMALL = 64 << 10  # a reply kept decoded as well as in bytes: an honest one is a few KB
+
+
 def batch(sandbox: Sandbox, calls: list[dict[str, Any]], budget: int) -> list[tuple]:
     """Ask every one of ``calls`` (``{"op", "kwargs"}`` each, as ``Sandbox.request`` sends them)
     in one request: the worker answers them in turn, each reply a frame of its own, and each
     call is held to its own limits from the reply before it (``call_limit``), as it would be
-    alone. Returns an outcome per call answered, in order: ``("frame", bytes, part)`` (what
-    ``Sandbox.reread`` reads; ``part`` names what it printed, ``Printed``), then, where the
+    alone. Returns an outcome per call answered, in order: ``("frame", bytes, part, reply)``
+    (what ``Sandbox.reread`` reads; ``part`` names what it printed, ``Printed``; ``reply`` the
+    frame decoded, where it is ``SMALL``, else None), then, where the
     pass stopped short, ``("stopped", why)`` for a call past its limit or ``("lost", why)`` for
     a worker that can answer no more. A pass that stops short leaves the worker to be started
     afresh on the next request; so does one whose replies pass ``budget`` bytes, which ends at
@@ -68,13 +72,17 @@ def batch(sandbox: Sandbox, calls: list[dict[str, Any]], budget: int) -> list[tu
             if not isinstance(ident, list) or len(ident) != 3 or ident[:2] != [number, part]:
                 raise protocol.ProtocolError("not the reply asked for")
             if "fatal" in reply:
-                sandbox._answered(reply)  # raises WorkerLost, the worker killed
+                sandbox.answered(reply)  # raises WorkerLost, the worker killed
             # Where the call's output ends, as the worker saw it (it may have gone on to the
             # next call since): within what is there, and not before the last call's end.
             said, end = ident[2], printed.size(sandbox._output)
             if type(said) is int and mark <= said <= end:
                 end = said
-            outcomes.append(("frame", frame, printed.part(mark, end)))
+            # A small reply is kept read as well, for the one check that reads it: a pass's
+            # replies are decoded once. A big one is decoded when read (what a phase keeps
+            # stays within ``budget``, and twice at most ``SMALL`` a call past it).
+            outcomes.append(("frame", frame, printed.part(mark, end),
+                             reply if len(frame) <= SMALL else None))
             mark = end
             began = ended
             kept += len(frame)
@@ -123,6 +131,7 @@ class Printed:
         self.shown: list[tuple[int, int]] = []  # (where in the rest, part), in reading order
         self.fresh: list[int] = []  # where in the rest a fresh worker began
         self._read: set[int] = set()
+        self._taken = 0  # the spans' bytes, all told
 
     @staticmethod
     def size(capture: IO[bytes]) -> int:
@@ -130,18 +139,18 @@ class Printed:
 
     def part(self, start: int, end: int) -> int:
         self.spans.append((start, end))
+        self._taken += end - start
         return len(self.spans) - 1
 
     def restarted(self, capture: IO[bytes]) -> None:
         """A fresh worker begins here: it prints its warnings anew."""
-        self.fresh.append(self.size(capture) - sum(end - start for start, end in self.spans))
+        self.fresh.append(self.size(capture) - self._taken)
 
     def read(self, part: int, capture: IO[bytes]) -> None:
         """A check read ``part``'s answer: its output goes here, the first time."""
         if part not in self._read:
             self._read.add(part)
-            taken = sum(end - start for start, end in self.spans)
-            self.shown.append((self.size(capture) - taken, part))
+            self.shown.append((self.size(capture) - self._taken, part))
 
     def assemble(self, capture: IO[bytes], cap: int) -> bytes:
         """The first ``cap`` bytes of the output in reading order, each warning once a worker
