@@ -231,17 +231,17 @@ class Student:
         # and the checks that meet it again cost no more time.
         stopped = self.__dict__.get("_stopped")
         served = self.__dict__.get("_served")
-        question = _question(op, kwargs) if stopped or served else None
+        memo = self.__dict__.get("_memo")
+        question = _question(op, kwargs) if stopped or served or memo is not None else None
         if stopped and question in stopped:
             again = CallTimedOut(stopped[question])
             again.again = True
             raise again
-        memo = self.__dict__.get("_memo")
         try:
             # What the exercise's one pass answered is served first (``Served``).
             asker = Served(self._sandbox, served, question) if served else self._sandbox
             if memo is not None:
-                return memo.request(asker, op, kwargs)
+                return memo.request(asker, op, kwargs, question)
             return asker.request(op, **kwargs)
         except CallTimedOut as error:
             question = question or _question(op, kwargs)
@@ -429,13 +429,12 @@ class Memo:
     def restart(self) -> None:
         self.keeping, self.serving, self._next = False, bool(self._kept), 0
 
-    def request(self, sandbox: Sandbox, op: str, kwargs: dict[str, Any]) -> Any:
+    def request(self, sandbox: Sandbox, op: str, kwargs: dict[str, Any],
+                question: bytes | None) -> Any:
+        """``op`` asked with ``kwargs``, whose bytes as the protocol sends them are
+        ``question`` (None: it cannot be sent, and the worker says why)."""
         if not (self.keeping or self.serving):
             return sandbox.request(op, **kwargs)
-        try:
-            question = protocol.encode({"op": op, "kwargs": kwargs})
-        except Exception:  # the worker cannot be sent it either: Sandbox says why
-            question = None
         if self.serving:
             if question is not None and self._kept[self._next][0] == question:
                 frame = self._kept[self._next][1]
