@@ -23,6 +23,14 @@ if TYPE_CHECKING:
 SMALL = 64 << 10  # a reply kept decoded as well as in bytes: an honest one is a few KB
 
 
+def held(outcome: tuple) -> int:
+    """About the bytes an outcome of ``batch`` holds: its reply's, twice where it is kept
+    decoded as well."""
+    if outcome[0] != "frame":
+        return 0
+    return len(outcome[1]) * (1 if outcome[3] is None else 2)
+
+
 def batch(sandbox: Sandbox, calls: list[dict[str, Any]], budget: int) -> list[tuple]:
     """Ask every one of ``calls`` (``{"op", "kwargs"}`` each, as ``Sandbox.request`` sends them)
     in one request: the worker answers them in turn, each reply a frame of its own, and each
@@ -79,13 +87,13 @@ def batch(sandbox: Sandbox, calls: list[dict[str, Any]], budget: int) -> list[tu
             if type(said) is int and mark <= said <= end:
                 end = said
             # A small reply is kept read as well, for the one check that reads it: a pass's
-            # replies are decoded once. A big one is decoded when read (what a phase keeps
-            # stays within ``budget``, and twice at most ``SMALL`` a call past it).
+            # replies are decoded once. A big one is decoded when read. Both count against
+            # ``budget`` (``held``).
             outcomes.append(("frame", frame, printed.part(mark, end),
                              reply if len(frame) <= SMALL else None))
             mark = end
             began = ended
-            kept += len(frame)
+            kept += held(outcomes[-1])
             if kept > budget and part + 1 < len(calls):
                 # The pass ends here, this reply kept: the calls after it are asked alone, in
                 # a fresh worker (this one may have answered some of them already: no answer
