@@ -149,9 +149,11 @@ nbgrader-autograde: $(DEV)
 	$(PY) -m grader nbgrader autograde --course $(COURSE) --assignment $(ASSIGNMENT) \
 	    $(if $(JOBS),--jobs $(JOBS)) $(if $(COURSE_FILE),--course-file $(COURSE_FILE))
 
-## handout: the student's copy in dist/handout/ (stubs, public grader, Makefile, README)
+## handout: the student's copy in dist/handout/ (stubs, public grader, Makefile, README); it
+##        replaces only what it wrote there before and keeps your own files: a file it would
+##        replace that is not as it wrote it is refused by name, FORCE=1 replaces it
 handout: $(CORE)
-	$(PY) -m grader handout $(COURSE_FLAG)
+	$(PY) -m grader $(strip handout $(COURSE_FLAG) $(if $(FORCE),--force))
 
 ## handout-check: print each line the handout would ship (an exercise module, a stub) that
 ##        repeats a line of the answer key's solutions, with its file and line (exit 1 if any)
