@@ -138,8 +138,9 @@ names: $(CORE)
 regenerate: $(CORE)
 	$(PY) -m tools.regenerate $(if $(EXERCISE),--exercise $(EXERCISE))
 
-## nbgrader: write the nbgrader course folder $(COURSE) (config + source/attention/attention.ipynb);
-##        its exchange is $(COURSE)/exchange, or EXCHANGE=DIR (a site's shared exchange)
+## nbgrader: write the nbgrader course folder $(COURSE) (config + source/attention/attention.ipynb,
+##        and student/nbgrader_config.py for students to copy); its exchange is
+##        $(COURSE)/exchange, or EXCHANGE=DIR (a site's shared exchange)
 nbgrader: $(DEV)
 	$(VENV)/bin/grader nbgrader build $(strip $(COURSE) $(COURSE_FLAG) $(EXCHANGE:%=--exchange %))
 
