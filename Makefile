@@ -138,8 +138,9 @@ names: $(CORE)
 regenerate: $(CORE)
 	$(PY) -m tools.regenerate $(if $(EXERCISE),--exercise $(EXERCISE))
 
-## nbgrader: write the nbgrader course folder $(COURSE) (config + source/attention/attention.ipynb);
-##        its exchange is $(COURSE)/exchange, or EXCHANGE=DIR (a site's shared exchange)
+## nbgrader: write the nbgrader course folder $(COURSE) (config + source/attention/attention.ipynb,
+##        and student/nbgrader_config.py for students to copy); its exchange is
+##        $(COURSE)/exchange, or EXCHANGE=DIR (a site's shared exchange)
 nbgrader: $(DEV)
 	$(VENV)/bin/grader nbgrader build $(strip $(COURSE) $(COURSE_FLAG) $(EXCHANGE:%=--exchange %))
 
@@ -149,9 +150,11 @@ nbgrader-autograde: $(DEV)
 	$(PY) -m grader nbgrader autograde --course $(COURSE) --assignment $(ASSIGNMENT) \
 	    $(if $(JOBS),--jobs $(JOBS)) $(if $(COURSE_FILE),--course-file $(COURSE_FILE))
 
-## handout: the student's copy in dist/handout/ (stubs, public grader, Makefile, README)
+## handout: the student's copy in dist/handout/ (stubs, public grader, Makefile, README); it
+##        replaces only what it wrote there before and keeps your own files: a file it would
+##        replace that is not as it wrote it is refused by name, FORCE=1 replaces it
 handout: $(CORE)
-	$(PY) -m grader handout $(COURSE_FLAG)
+	$(PY) -m grader $(strip handout $(COURSE_FLAG) $(if $(FORCE),--force))
 
 ## handout-check: print each line the handout would ship (an exercise module, a stub) that
 ##        repeats a line of the answer key's solutions, with its file and line (exit 1 if any)

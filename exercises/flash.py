@@ -21,11 +21,11 @@ def flash_attention(q, k, v, mask=None, block_size=64):
     terms always share the same shift. After the last block the output is ``acc / l``: the
     same as ``softmax(scores) @ v``, up to rounding, whatever the block size.
 
-    Memory is part of the contract: the checks trace (with tracemalloc) what one call
-    allocates at ``Tq = Tk = 1024``, ``d_k = d_v = 16``, ``block_size = 32``, with no mask and
-    with a causal mask. It must stay under 4 MiB, half of one ``(1024, 1024)`` float64 array:
-    a few arrays the size of one block's scores at a time are fine, a copy of the bool mask
-    too, the whole score matrix is not.
+    Memory is part of the contract: one call at ``Tq = Tk = 2048``, ``d_k = d_v = 16``,
+    ``block_size = 32``, with no mask and with a causal mask, runs in a fresh worker whose peak
+    memory the kernel counts: less the kit's share (q, k, v, the mask, the output), it must stay
+    under 16 MiB, half of one ``(2048, 2048)`` float64 array. All the file allocates counts (at
+    import too): a few block-sized arrays and a bool mask copy fit, the score matrix does not.
 
     Args:
         q: array-like ``(..., Tq, d_k)`` queries.

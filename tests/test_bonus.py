@@ -3,6 +3,7 @@ entries are in tests/zoo with the core ones.)"""
 
 from __future__ import annotations
 
+import ast
 import shutil
 from pathlib import Path
 
@@ -111,3 +112,21 @@ def test_flash_tells_its_memory_in_steps_the_kernels_jitter_cannot_cross():
     assert flash.shown_mib(int(97.01 * mib)) == flash.shown_mib(int(97.26 * mib)) == 96
     assert flash.shown_mib(flash.MEMORY_LIMIT) == flash.MEMORY_LIMIT // mib == 16
     assert flash.shown_mib(24 * mib - 1) == 16 and flash.shown_mib(24 * mib) == 24
+
+
+def test_flash_stub_states_the_memory_check_the_kit_runs():
+    """The stub's contract gives the memory check's own numbers and says what is measured (it
+    once told of a tracemalloc trace at T = 1024 against 4 MiB, a check the kit no longer runs)."""
+    from grader.problems import flash
+
+    tree = ast.parse(stub_sources()["flash.py"])
+    function = next(node for node in tree.body if isinstance(node, ast.FunctionDef))
+    doc = " ".join((ast.get_docstring(function) or "").split())
+    t = flash.MEMORY_T
+    for said in (f"``Tq = Tk = {t}``", f"``d_k = d_v = {flash.MEMORY_D}``",
+                 f"``block_size = {flash.MEMORY_BLOCK}``", "fresh worker", "peak memory",
+                 "the kernel counts", f"under {flash.MEMORY_LIMIT // flash.MIB} MiB, half of one "
+                 f"``({t}, {t})`` float64 array"):
+        assert said in doc, said
+    assert flash.MEMORY_LIMIT * 2 == flash.FULL_SCORES == t * t * 8
+    assert "tracemalloc" not in doc

@@ -381,5 +381,7 @@ def test_each_walkthrough_runs_top_to_bottom(clone, block):
         rows = grades.splitlines()  # the one student: this user, who fetched and submitted
         assert len(rows) == 2 and rows[1].startswith("attention,"), grades
         assert f"Creating exchange directory: {clone.home}/attention-course/exchange" in printed
+        # every nbgrader command, the student's too, runs beside the settings it needs
+        assert "No nbgrader_config.py file found" not in printed, printed
     if body.startswith("make gradescope"):
         assert '"score": 0' in printed and (clone.folder / "build" / "ag" / "results").is_dir()

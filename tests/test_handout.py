@@ -145,5 +145,79 @@ def test_handout_grades_from_a_fresh_copy(built, tmp_path):
                      r"points come from hidden checks your instructor runs\.\)$", run.stdout, re.M)
 
 
+# -- writing it again destroys no one's files (make handout removed the folder whole) ------------
+def test_a_rebuild_keeps_the_instructors_files_and_removes_only_the_kits_own(tmp_path):
+    from grader.core.course import load
+
+    target = handout.build(tmp_path / "handout")
+    (target / "syllabus.md").write_text("week 1: softmax\n")  # the instructor's own
+    (target / "data").mkdir()
+    (target / "data" / "tokens.txt").write_text("a b c\n")
+    (target / "grader" / "notes.txt").write_text("mine\n")  # beside the kit's files
+    fewer = tmp_path / "course.toml"
+    fewer.write_text("[exercises.flash]\nenabled = false\n")
+    assert handout.build(target, load(fewer)) == target
+    assert (target / "syllabus.md").read_text() == "week 1: softmax\n"
+    assert (target / "data" / "tokens.txt").read_text() == "a b c\n"
+    assert (target / "grader" / "notes.txt").read_text() == "mine\n"
+    assert not (target / "exercises" / "flash.py").exists()  # the kit's, no longer written
+    assert sorted(p.name for p in (target / "exercises").iterdir()) == sorted(
+        f"{name}.py" for name in load(fewer).names())
+    assert (target / "course.toml").read_text() == fewer.read_text()
+
+
+def test_a_file_the_kit_would_replace_is_refused_by_name_until_forced(tmp_path):
+    target = handout.build(tmp_path / "handout")
+    readme = (target / "README.md").read_text()
+    (target / "README.md").write_text(readme + "Office hours: Tuesdays.\n")
+    (target / "exercises" / "softmax.py").unlink()  # missing: the kit's to write again
+    with pytest.raises(handout.ChangedFiles) as refused:
+        handout.build(target)
+    assert refused.value.lost == {"README.md": "changed since the kit wrote it"}
+    assert "README.md (changed since the kit wrote it)" in str(refused.value)
+    assert "make handout FORCE=1" in str(refused.value) and "--force" in str(refused.value)
+    assert (target / "README.md").read_text().endswith("Tuesdays.\n")  # nothing written
+    assert not (target / "exercises" / "softmax.py").exists()
+    handout.build(target, force=True)
+    assert (target / "README.md").read_text() == readme
+    assert (target / "exercises" / "softmax.py").is_file()
+
+
+def test_a_folder_the_kit_never_wrote_keeps_what_it_holds(tmp_path):
+    """Pointed at a folder of someone's (or a handout written without its record), the kit
+    takes over only the files that already hold what it writes."""
+    target = handout.build(tmp_path / "handout")
+    (target / handout.RECORD).unlink()
+    assert handout.build(target) == target  # the same files: nothing is lost
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "Makefile").write_text("all:\n\techo mine\n")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.py").write_text("kept\n")
+    (elsewhere / "grader").symlink_to(outside)  # writing through it would write outside
+    with pytest.raises(handout.ChangedFiles) as refused:
+        handout.build(elsewhere)
+    assert refused.value.lost == {"Makefile": "not written by the kit", "grader": "a link"}
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["Makefile", "grader"]
+    handout.build(elsewhere, force=True)
+    assert (elsewhere / "grader").is_dir() and not (elsewhere / "grader").is_symlink()
+    assert [p.name for p in outside.iterdir()] == ["keep.py"]  # the link's target untouched
+
+
+def test_the_command_refuses_with_the_names_and_exit_1(tmp_path, capsys):
+    from grader.integrations.routes import cli
+
+    target = tmp_path / "handout"
+    assert cli.main(["handout", str(target)]) == 0
+    (target / "Makefile").write_text("grade:\n")
+    assert cli.main(["handout", str(target)]) == 1
+    error = capsys.readouterr().err
+    assert error.startswith("error: not writing ") and "Makefile (changed since" in error
+    assert (target / "Makefile").read_text() == "grade:\n"
+    assert cli.main(["handout", str(target), "--force"]) == 0
+    assert (target / "Makefile").read_text() == handout.MAKEFILE
+
+
 def handout_exercises() -> tuple[str, ...]:
     return CORE

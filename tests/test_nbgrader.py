@@ -25,6 +25,7 @@ from submission_tools import EXERCISES as BY_NAME
 from submission_tools import SOLUTIONS, checks_for
 
 from grader.integrations.routes import kernel, notebook
+from grader.integrations.routes.nbgrader_settings import STUDENT_CONFIG
 from grader.integrations.routes.stubs import BEGIN, END
 
 
@@ -46,9 +47,30 @@ def test_build_is_byte_deterministic(tmp_path: Path) -> None:
     notebook.build(second)
     files = sorted(p.relative_to(first) for p in first.rglob("*") if p.is_file())
     assert sorted(str(f) for f in files) == sorted(notebook.render())
-    for relative in files:
-        assert (first / relative).read_bytes() == (second / relative).read_bytes()
+    for relative in files:  # the students' settings name each folder's own exchange
+        if str(relative) != STUDENT_CONFIG:
+            assert (first / relative).read_bytes() == (second / relative).read_bytes()
     assert notebook.build(first) == []  # nothing is stale after a build
+
+
+@pytest.mark.parametrize("exchange", [None, "site-exchange"])
+def test_the_students_settings_name_the_course_and_its_exchange(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, exchange: str | None) -> None:
+    """What a student's fetch_assignment and submit need, read as nbgrader reads a config file
+    (without one, nbgrader warned "No nbgrader_config.py file found" on the student's side)."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    monkeypatch.chdir(tmp_path)
+    course = tmp_path / "course"
+    notebook.build(course, exchange=exchange)
+    student = tmp_path / "student"  # another folder: the copy has no course folder beside it
+    student.mkdir()
+    (student / "nbgrader_config.py").write_bytes((course / STUDENT_CONFIG).read_bytes())
+    mine = PyFileConfigLoader("nbgrader_config.py", str(student)).load_config()
+    theirs = PyFileConfigLoader("nbgrader_config.py", str(course)).load_config()
+    assert mine.CourseDirectory.course_id == theirs.CourseDirectory.course_id == "attention-kit"
+    assert mine.Exchange.root == theirs.Exchange.root == str(
+        tmp_path / (exchange or "course/exchange"))
 
 
 def test_answer_cells_hold_each_solution_file_whole() -> None:

@@ -119,6 +119,7 @@ def test_the_exchange_holds_what_nbgrader_made_the_submission_the_students(hub):
 def test_autograde_as_the_instructor_grades_and_says_what_held(hub):
     _, _, printed, _ = hub
     assert "1 of 1 notebook graded" in printed and ISOLATION in printed, printed
+    assert printed.count("Isolation: ") == 1, printed  # once a run (it came twice)
 
 
 def test_the_hostile_cell_reached_neither_gradebook_nor_key_as_the_instructor(hub):

@@ -111,3 +111,33 @@ def test_a_process_of_another_user_is_named_in_grades_isolation_line(tmp_path):
     line = next(text for text in done.stdout.splitlines() if text.startswith("Isolation: "))
     assert re.search(r"; processes of \d+ other users? run here \(.*\buid 61234\b.*\)$", line)
     assert f"uid {sandbox}" not in line
+
+
+@pytest.mark.parametrize("route", ["batch", "nbgrader autograde"])
+def test_each_instructors_route_prints_the_isolation_note_once(route, tmp_path, monkeypatch,
+                                                               capsys):
+    """Once a run, where the route's output says it: ``nbgrader autograde`` printed it twice
+    (on stderr as it checked the machine, and again under its table)."""
+    from grader.integrations.routes import cli
+    from grader.integrations.routes import nbgrader_autograde as autograde
+
+    weak = node.NodeIsolation("user", "rlimits", (), others=("ana",))
+    monkeypatch.setattr(node, "check", lambda: weak)
+    note = isolation_note(weak)
+    assert note.startswith("Isolation: user namespaces, rlimits; ") and "ana" in note
+    if route == "batch":
+        (tmp_path / "class" / "ada").mkdir(parents=True)  # empty: no worker needed
+        course = tmp_path / "course.toml"  # softmax alone
+        course.write_text("".join(f"[exercises.{name}]\nenabled = false\n\n"
+                                  for name in cli.load().names() if name != "softmax"))
+        args = ["batch", str(tmp_path / "class"), "--csv", str(tmp_path / "grades.csv"),
+                "--course", str(course)]
+    else:  # the grading itself is test_nbgrader_autograde's: here, a course with no notebook
+        monkeypatch.setattr(autograde, "autograde", lambda *args, **kwargs: [])
+        args = ["nbgrader", "autograde", "--course", str(tmp_path)]
+    assert cli.main(args) == 0
+    printed = capsys.readouterr()
+    assert (printed.out + printed.err).count(note) == 1, printed
+    assert (printed.out + printed.err).count("Isolation: ") == 1, printed
+    if route == "nbgrader autograde":  # under its table
+        assert printed.out.rstrip().endswith(note), printed.out

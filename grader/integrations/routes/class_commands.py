@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...core.course import Course, load
 from ...core.plural import counted
-from .cli_common import isolated, limit_options, limits_of, trust_option
+from .cli_common import isolated, isolation_note, limit_options, limits_of, trust_option
 
 if TYPE_CHECKING:  # imported where used: a command loads only what it needs
     from ...core.results import StudentRecord
@@ -34,6 +34,9 @@ def _batch(args: argparse.Namespace) -> int:
     found = node.check()  # before anything else starts: the probe forks
     if not isolated(found, args.trust_submissions):
         return 2
+    note = isolation_note(found, args.trust_submissions)
+    if note:  # before the progress bar: what the workers will have
+        print(note, file=sys.stderr)
     if args.similarity_corpus and not Path(args.similarity_corpus).is_dir():
         print(f"error: {args.similarity_corpus} is not a folder", file=sys.stderr)
         return 2

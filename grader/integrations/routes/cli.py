@@ -153,7 +153,11 @@ def _handout(args: argparse.Namespace) -> int:
               "a line of the answer key" if shared else
               "the handout shares no line of three or more words with the answer key")
         return 1 if shared else 0
-    print(f"wrote {handout.build(Path(args.target), load(args.course))}")
+    try:
+        print(f"wrote {handout.build(Path(args.target), load(args.course), force=args.force)}")
+    except handout.HandoutError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -166,6 +170,9 @@ def _add_handout(sub: Any, common: argparse.ArgumentParser) -> None:
                          help="write nothing: print each line the handout would ship that "
                               "repeats a line of the answer key's solutions, with its file and "
                               "line (exit 1 if any)")
+    handout.add_argument("--force", action="store_true",
+                         help="also replace a file that is not as the kit last wrote it there "
+                              "(someone's); the folder's other files are kept either way")
     handout.set_defaults(func=_handout)
 
 

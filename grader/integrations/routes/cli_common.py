@@ -34,16 +34,15 @@ def isolation_note(found: Any, trusted: bool = False) -> str:
 
 def isolated(found: Any, trusted: bool) -> bool:
     """Whether untrusted submissions may be graded here (or ``trusted`` says they are all
-    trusted); the refusal, or what the workers will have, on stderr."""
+    trusted); the refusal on stderr. What the workers will have (``isolation_note``) is each
+    command's to print, once, where its output says it: the start of ``batch``'s, the end of
+    ``nbgrader autograde``'s table."""
     if not found.isolated and not trusted:
         print("error: this machine cannot isolate one submission from the others and from the "
               f"answer key: {'; '.join(found.missing)}. Grade as root or where the kernel gives "
               "user namespaces, or pass --trust-submissions if every submission is trusted "
               "(each row's status then names the isolation it had)", file=sys.stderr)
         return False
-    note = isolation_note(found, trusted)
-    if note:
-        print(note, file=sys.stderr)
     return True
 
 

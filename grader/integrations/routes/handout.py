@@ -5,10 +5,18 @@ without the answer key and without the hidden checks (each exercise module's
 ``### BEGIN HIDDEN CHECKS`` region is cut out), a Makefile whose ``make grade`` sets up its own
 ``.venv``, and a student README. The engine sees no ``solutions/`` there and grades on the
 public checks.
+
+Writing it never destroys anyone's files. The folder keeps a record of what the kit wrote there
+(``.attention-kit-handout.json``: each file's digest); a rebuild replaces those files, and
+removes those it no longer writes, where they are still as the kit wrote them, and leaves
+everything else in the folder alone. A file it would replace that is not as the kit wrote it
+(edited since, or someone's) is refused by name, and nothing is written, unless ``force``.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import shutil
 from pathlib import Path
@@ -18,7 +26,7 @@ from ...core.course import Course, load, number
 from ...core.plural import counted
 from ...sandbox.call_limit import CALL_WALL, SHRINK_STOPS
 from ...sandbox.isolation import TORCH_CALLS, Limits
-from .stubs import stub_sources
+from .stubs import shown, stub_sources
 
 DEFAULT_TARGET = ROOT / "dist" / "handout"
 # Instructor-only tools: they need the answer key (the benchmarks and the CUDA check are in the
@@ -186,27 +194,142 @@ def limits_sentence(course: Course, limits: Limits = Limits()) -> str:
             "them the exercise is not graded.")
 
 
-def build(target: Path = DEFAULT_TARGET, course: Course | None = None) -> Path:
-    course = course or load()
-    target = Path(target)
-    if target.exists():
-        shutil.rmtree(target)
-    (target / "exercises").mkdir(parents=True)
-    for filename, text in stub_sources(course=course).items():
-        (target / "exercises" / filename).write_text(text)
+def contents(course: Course) -> dict[str, bytes]:
+    """Every file of the handout, by its path in the handout."""
+    files = {f"exercises/{name}": text.encode()
+             for name, text in stub_sources(course=course).items()}
     source = ROOT / "grader"
     for path in sorted(source.rglob("*.py")):
         relative = path.relative_to(source).as_posix()
         if relative in LEFT_OUT or "__pycache__" in relative:
             continue
-        destination = target / "grader" / relative
-        destination.parent.mkdir(parents=True, exist_ok=True)
-        destination.write_text(without_hidden_checks(path.read_text()))
-    shutil.copyfile(ROOT / "requirements.lock", target / "requirements.lock")
-    (target / "pyproject.toml").write_text(handout_pyproject((ROOT / "pyproject.toml").read_text()))
+        files[f"grader/{relative}"] = without_hidden_checks(path.read_text()).encode()
+    files["requirements.lock"] = (ROOT / "requirements.lock").read_bytes()
+    files["pyproject.toml"] = handout_pyproject((ROOT / "pyproject.toml").read_text()).encode()
     if course.path is not None:
-        shutil.copyfile(course.path, target / "course.toml")
-    (target / "Makefile").write_text(MAKEFILE)
-    (target / "README.md").write_text(readme(course))
-    (target / ".gitignore").write_text(".venv/\n__pycache__/\n*.egg-info/\n.hypothesis/\n")
+        files["course.toml"] = Path(course.path).read_bytes()
+    files["Makefile"] = MAKEFILE.encode()
+    files["README.md"] = readme(course).encode()
+    files[".gitignore"] = b".venv/\n__pycache__/\n*.egg-info/\n.hypothesis/\n"
+    return files
+
+
+# -- writing the folder: what the kit wrote is its own, the rest is someone's -----------------
+RECORD = ".attention-kit-handout.json"
+
+
+class HandoutError(Exception):
+    """The handout cannot be written where it was asked: the message says why."""
+
+
+class ChangedFiles(HandoutError):
+    """Files the handout would replace that are not as the kit wrote them (``lost``: each
+    one's path in the handout, and why): the message names them and says how to go ahead."""
+
+    def __init__(self, target: Path, lost: dict[str, str]):
+        self.lost = lost
+        them = "it" if len(lost) == 1 else "them"
+        named = ", ".join(f"{shown(target / rel)} ({why})" for rel, why in sorted(lost.items()))
+        super().__init__(
+            f"not writing {shown(target)}: it would replace {named}. Move {them} out of the "
+            f"folder, or replace {them} with make handout FORCE=1 (.venv/bin/grader handout "
+            f"{shown(target)} --force); your other files there are kept either way")
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _read_record(target: Path) -> dict[str, str]:
+    """What the kit last wrote in ``target``, by path; only plain paths inside it count."""
+    try:
+        found = json.loads((target / RECORD).read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(found, dict):
+        return {}
+    return {rel: digest for rel, digest in found.items() if isinstance(digest, str)
+            and not rel.startswith("/") and all(p not in ("", ".", "..") for p in rel.split("/"))}
+
+
+def _folders_in_the_way(target: Path, rel: str) -> tuple[str, str] | None:
+    """The first folder of ``rel``'s path under ``target`` that is not a plain folder (a link,
+    a file), with what it is; None where each is one or is not there yet."""
+    parts = rel.split("/")
+    for depth in range(1, len(parts)):
+        folder = target.joinpath(*parts[:depth])
+        if folder.is_symlink():
+            return "/".join(parts[:depth]), "a link"
+        if folder.exists() and not folder.is_dir():
+            return "/".join(parts[:depth]), "a file where the handout has a folder"
+    return None
+
+
+def _lost(target: Path, files: dict[str, bytes], known: dict[str, str]) -> dict[str, str]:
+    """What writing ``files`` into ``target`` would lose, by path in the handout: each place
+    the kit writes that holds something else than the kit put there (or would put there)."""
+    lost: dict[str, str] = {}
+    for rel, data in sorted(files.items()):
+        path, blocked = target / rel, _folders_in_the_way(target, rel)
+        if blocked:
+            lost.setdefault(*blocked)
+        elif path.is_symlink():
+            lost[rel] = "a link"
+        elif path.is_dir():
+            lost[rel] = "a folder"
+        elif path.exists():
+            current = path.read_bytes()
+            if current != data and _digest(current) != known.get(rel):
+                lost[rel] = ("changed since the kit wrote it" if rel in known else
+                             "not written by the kit")
+    return lost
+
+
+def _remove_stale(target: Path, rel: str, digest: str) -> None:
+    """Remove a file the kit wrote last time and no longer does, and the folders that leaves
+    empty; a file changed since (someone's now) is left alone."""
+    path = target / rel
+    if (_folders_in_the_way(target, rel) or path.is_symlink() or not path.is_file()
+            or _digest(path.read_bytes()) != digest):
+        return
+    path.unlink()
+    for folder in path.parents:
+        if folder == target or any(folder.iterdir()):
+            break
+        folder.rmdir()
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif path.exists() or path.is_symlink():
+        path.unlink()
+
+
+def build(target: Path = DEFAULT_TARGET, course: Course | None = None, *,
+          force: bool = False) -> Path:
+    """Write the handout into ``target``: the files the kit wrote there last time and no longer
+    writes are removed, the rest of the folder is left as it is. ChangedFiles, and nothing
+    written, where a file the kit would replace is not as the kit last wrote it (nor as it
+    would write it now), unless ``force``."""
+    course = course or load()
+    target = Path(target)
+    if target.exists() and not target.is_dir():
+        raise HandoutError(f"{shown(target)} is not a folder")
+    files, known = contents(course), _read_record(target)
+    lost = _lost(target, files, known)
+    if lost and not force:
+        raise ChangedFiles(target, lost)
+    for rel in lost:
+        _remove(target / rel)
+    for rel in sorted(known.keys() - files.keys()):
+        _remove_stale(target, rel, known[rel])
+    for rel, data in files.items():
+        path = target / rel
+        if path.is_file() and path.read_bytes() == data:
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    (target / RECORD).write_text(json.dumps({rel: _digest(data) for rel, data in files.items()},
+                                            indent=1, sort_keys=True) + "\n")
     return target

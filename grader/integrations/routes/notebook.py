@@ -1,11 +1,13 @@
 """The kit as one nbgrader assignment, built from ``solutions/`` and the checks' metadata.
 
 ``make nbgrader`` (``grader nbgrader build COURSE_DIR``) writes an nbgrader course
-folder: ``nbgrader_config.py``, ``source/attention/attention.ipynb`` (the core track) and
+folder: ``nbgrader_config.py`` and ``student/nbgrader_config.py`` (``nbgrader_settings``),
+``source/attention/attention.ipynb`` (the core track) and
 ``source/attention-bonus/attention-bonus.ipynb`` (the bonus track), byte for byte the same on
-every run. Each exercise the course enables gets an introduction, an answer cell
-(``%%exercise NAME`` and the solution file's code, between nbgrader's solution markers), a test
-cell for the visible checks and one for the hidden ones, worth the course's points;
+every run into the same folder. Each exercise the course enables gets an introduction, an
+answer cell (``%%exercise NAME`` and the solution file's code, between nbgrader's solution
+markers), a test cell for the visible checks and one for the hidden ones, worth the course's
+points;
 ``grader.integrations.routes.kernel`` grades them inside the notebook's kernel.
 ``grader nbgrader files NOTEBOOK FOLDER`` turns a submitted notebook back into
 exercise files.
@@ -15,7 +17,6 @@ from __future__ import annotations
 
 import ast
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,8 @@ from ...core.plural import counted, noun
 from ...core.reader import read_regular
 from ...sandbox import readers
 from ..outputs import inert
-from .kernel import CELL_TIMEOUT, EXERCISE_TIMEOUT, exercise_file, functions
+from .kernel import exercise_file, functions
+from .nbgrader_settings import STUDENT_CONFIG, config, student_config
 
 ASSIGNMENT = "attention"
 BONUS_ASSIGNMENT = "attention-bonus"  # a separate assignment: a course may release it or not
@@ -239,45 +241,17 @@ def notebook(solutions: Path = ROOT / "solutions", course: Course | None = None,
     }
 
 
-CONFIG = f'''"""nbgrader settings for the attention-kit course. Written by `make nbgrader`:
-edit grader/integrations/routes/notebook.py, not this file (make nbgrader EXCHANGE=DIR names
-another exchange)."""
-
-import os
-
-c = get_config()  # noqa: F821
-c.CourseDirectory.course_id = "attention-kit"
-# The exchange that release_assignment, fetch_assignment, submit and collect share:
-# {{exchange}}. nbgrader makes it on the first release_assignment (mode 777, as it needs).
-c.Exchange.root = {{root}}
-# A test cell grades one exercise under the grader's {EXERCISE_TIMEOUT:g} s limit, and the calls
-# stopped at their own limit (each fails its check), which that limit leaves out; a cell that
-# still runs past this is interrupted and scores zero, and the notebook goes on.
-c.Execute.timeout = {CELL_TIMEOUT}
-c.Execute.interrupt_on_timeout = True
-'''
-# The course folder's own exchange/: an instructor without root can make it.
-OWN_EXCHANGE = 'os.path.join(os.path.dirname(os.path.abspath(__file__)), "exchange")'
-
-
-def config(exchange: str | None = None) -> str:
-    """The course folder's ``nbgrader_config.py``: its exchange is ``exchange`` (a site's
-    shared folder) or, by default, ``exchange/`` inside the course folder."""
-    if exchange is None:
-        return CONFIG.format(exchange="exchange/ in this course folder", root=OWN_EXCHANGE)
-    path = os.path.abspath(exchange)
-    return CONFIG.format(exchange=path, root=repr(path))
-
-
 def render(solutions: Path = ROOT / "solutions", course: Course | None = None,
-           exchange: str | None = None) -> dict[str, str]:
-    """The course folder's generated files, by relative path."""
+           exchange: str | None = None, folder: Path = Path("build/nbgrader")) -> dict[str, str]:
+    """The course folder's generated files, by relative path (``folder``: the course folder,
+    whose exchange the students' settings name by its full path)."""
     course = course or load()
 
     def dump(nb: dict[str, Any]) -> str:
         return json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
 
-    files = {"nbgrader_config.py": config(exchange)}
+    files = {"nbgrader_config.py": config(exchange),
+             STUDENT_CONFIG: student_config(folder, exchange)}
     for track, assignment in (("core", ASSIGNMENT), ("bonus", BONUS_ASSIGNMENT)):
         if course.exercises(track):
             files[f"source/{assignment}/{assignment}.ipynb"] = dump(
@@ -289,7 +263,7 @@ def build(folder: Path, solutions: Path = ROOT / "solutions",
           course: Course | None = None, exchange: str | None = None) -> list[Path]:
     """Write the generated files under ``folder``; return those that changed."""
     changed = []
-    for relative, text in render(solutions, course, exchange).items():
+    for relative, text in render(solutions, course, exchange, folder).items():
         path = Path(folder) / relative
         if not path.is_file() or path.read_text() != text:
             path.parent.mkdir(parents=True, exist_ok=True)
