@@ -6,6 +6,7 @@ again as its failing checks shrink, gives the same result with and without them.
 
 from __future__ import annotations
 
+import tracemalloc
 import types
 
 import numpy as np
@@ -92,6 +93,67 @@ def test_no_more_than_max_bytes_kept(monkeypatch):
         file._answer(QUESTION)
     assert key.asked == 3
     assert file.__dict__["_key_answers"].bytes == 0
+
+
+def test_what_is_kept_holds_no_more_than_it_counts():
+    """Tens of thousands of tiny answers (the red team's fill: 63-byte questions, 117-byte
+    replies) hold no more memory than the cap counts: each entry is counted with its cost."""
+    for question_bytes, reply_bytes in ((63, 117), (10, 10), (200, 300)):
+        tracemalloc.start()
+        try:
+            answers, index = student._KeyAnswers(), 0
+            while True:
+                tag = index.to_bytes(8, "little")
+                before = answers.bytes
+                answers.keep(b"q" * question_bytes + tag, b"r" * reply_bytes + tag)
+                if answers.bytes == before:
+                    break
+                index += 1
+            held = tracemalloc.get_traced_memory()[0]
+        finally:
+            tracemalloc.stop()
+        assert index > 1000
+        assert answers.bytes <= answers.MAX_BYTES
+        assert held <= answers.bytes, (question_bytes, reply_bytes, held, answers.bytes)
+
+
+def test_a_big_or_deep_question_is_not_looked_up(monkeypatch):
+    """A question over ``MAX_QUESTION``, or nested deeper than its size is read, is neither
+    encoded for a look-up nor kept: its bytes are made once, to send it, as before."""
+    answers = student._KeyAnswers()
+    big = np.zeros(answers.MAX_QUESTION // 8 + 1)
+    assert answers.question("softmax", "softmax", "", [big], {}) is None
+    deep = [np.zeros(4)]
+    for _ in range(12):
+        deep = [deep]
+    assert answers.question("softmax", "softmax", "", deep, {}) is None
+    assert answers.question("softmax", "softmax", "", [np.zeros(4)], {"axis": -1}) is not None
+    key, file = _asking(monkeypatch, np.zeros(4))
+    looked_up = []  # the look-up's encoding: a list that starts with the exercise's name
+    real = student.protocol.encode
+    monkeypatch.setattr(student.protocol, "encode", lambda value: looked_up.append(
+        isinstance(value, list) and value[:1] == ["softmax"]) or real(value))
+    for _ in range(2):
+        file._answer({**QUESTION, "args": [big]})
+    assert key.asked == 2 and not any(looked_up)
+    file._answer(QUESTION)
+    assert any(looked_up)  # a small one is looked up
+
+
+@pytest.mark.xdist_group("key_answers")
+def test_a_pass_keeps_its_replies_as_bytes(tmp_path, monkeypatch):
+    """What an exercise's pass keeps for the checks is each reply's bytes, decoded when a check
+    reads it: decoded, a reply can hold many times its bytes (a tuple of empty 64-dimensional
+    arrays: about 5.8 times), and the phase's 32 MiB counts bytes."""
+    kept = []  # the outcomes as the pass gave them (the checks take them out as they read)
+    real = student.Student.serve
+    monkeypatch.setattr(student.Student, "serve", lambda self, served: kept.append(
+        {question: list(found) for question, found in served.items()}) or real(self, served))
+    folder = make_submission(tmp_path / "key", base=SOLUTIONS)
+    engine.grade_submission(folder, course=load(), exercises=["softmax"], jobs=1)
+    outcomes = [o for served in kept for found in served.values() for o in found]
+    assert outcomes
+    assert all(type(part) in (str, bytes, int) for o in outcomes for part in o), outcomes[:3]
 
 
 @pytest.mark.xdist_group("key_answers")

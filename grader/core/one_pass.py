@@ -40,7 +40,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from ..sandbox import isolation, passes, protocol
+from ..sandbox import isolation, protocol
 from ..sandbox.errors import StudentError
 from ..sandbox.worker import ONE_AT_A_TIME
 from . import assertions, internals, replay, replay_store
@@ -238,7 +238,7 @@ def answer_in_one_pass(student: Student, planned: dict[str, list[bytes]],
             outcomes = sandbox.batch(calls, budget)
         for (_, question), outcome in zip(asked, outcomes):
             served.setdefault(question, []).append(outcome)
-        budget -= sum(passes.held(o) for o in outcomes)
+        budget -= sum(len(o[1]) for o in outcomes if o[0] == "frame")
         if len(outcomes) == len(asked) or not outcomes or outcomes[-1][0] != "stopped":
             break
         stopped.add(asked[len(outcomes) - 1][1])

@@ -27,7 +27,7 @@ from ..sandbox.isolation import MALFORMED, Sandbox
 from ..sandbox.operation_helpers import plain
 from .answer_key import _key_module, answerer, module_call
 from .exercise import Exercise
-from .vacuous import Kept
+from .vacuous import Kept, about_bytes
 
 
 class NotImplementedYet(BaseException):
@@ -331,8 +331,8 @@ class _KeyAnswers(dict):
     question (byte for byte, as the protocol encodes it) again: the key computes the same
     answer to the same question every time, in a worker of its own. Only a reply the key gave
     (its value, or its complaint about the arguments) is kept, never one its worker was lost
-    or stopped on, and at most ``MAX_BYTES`` of them, so no file makes the grading process
-    hold more than that for it."""
+    or stopped on, and at most ``MAX_BYTES`` of them, each entry counted with what holding it
+    costs (``ENTRY``), so no file makes the grading process hold more than that for it."""
 
     MAX_BYTES = 8 << 20
 
@@ -340,23 +340,47 @@ class _KeyAnswers(dict):
         super().__init__()
         self.bytes = 0
 
-    @staticmethod
-    def question(name: str, export: str, method: str, args: list, kwargs: dict) -> bytes | None:
+    # A question bigger than this (about: ``vacuous.about_bytes``) is not looked up nor kept:
+    # its bytes would be made twice on every ask, once for the look-up and once to send it.
+    # The proxy questions of honest code are a few KB.
+    MAX_QUESTION = 1 << 20
+    # What keeping one answer costs besides its two byte strings (their headers, the table).
+    ENTRY = 256
+
+    def question(self, name: str, export: str, method: str, args: list,
+                 kwargs: dict) -> bytes | None:
+        """The question as the protocol writes it, or None where it is not to be kept: too
+        big, or nested deeper than ``about_bytes`` looks (so it may be bigger than it says)."""
+        if not _shallow((args, kwargs)) or about_bytes((args, kwargs)) > self.MAX_QUESTION:
+            return None
         try:
             return protocol.encode([name, export, method, args, kwargs])
         except Exception:  # the key's worker cannot be sent it either: it says why
             return None
 
     def keep(self, question: bytes | None, frame: bytes) -> None:
-        if question is not None and self.bytes + len(question) + len(frame) <= self.MAX_BYTES:
+        if question is None:
+            return
+        cost = len(question) + len(frame) + self.ENTRY
+        if self.bytes + cost <= self.MAX_BYTES:
             self[question] = frame
-            self.bytes += len(question) + len(frame)
+            self.bytes += cost
 
     def answer(self, question: bytes) -> Any:
         reply = protocol.decode(self[question])
         if reply.get("ok") is True:
             return reply["value"]
         raise StudentError(reply["error"])
+
+
+def _shallow(value: Any, depth: int = 0) -> bool:
+    """Whether ``value``'s lists, tuples and dicts nest at most 8 deep (a proxy question of
+    honest code: 3)."""
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, (list, tuple)):
+        return depth < 8 and all(_shallow(v, depth + 1) for v in value)
+    return True
 
 
 class Served:
@@ -385,8 +409,6 @@ class Served:
             raise WorkerLost(what)
         self.last_frame = what
         self._sandbox.read_part(part[0])
-        if part[1] is not None:  # decoded in the pass, and read here only: served once
-            return self._sandbox.answered(part[1])
         return self._sandbox.reread(what)
 
     def reread(self, frame: bytes) -> Any:

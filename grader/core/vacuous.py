@@ -90,20 +90,20 @@ class Kept(list):
     def keep(self, name: str, args: tuple, kwargs: dict, reply: Any) -> None:
         """Keep the call, its arguments copied (a check may change an array it has sent),
         while the budget lasts."""
-        size = _size((args, kwargs, reply))
+        size = about_bytes((args, kwargs, reply))
         if self.bytes + size <= self.MAX_BYTES:
             self.bytes += size
             self.append(Call(name, copy.deepcopy(args), copy.deepcopy(kwargs), reply))
 
 
-def _size(value: Any, depth: int = 0) -> int:
+def about_bytes(value: Any, depth: int = 0) -> int:
     """About how many bytes ``value`` holds: its arrays' bytes, 64 for anything else."""
     if isinstance(value, np.ndarray):
         return int(value.nbytes) + 64
     if depth < 32 and isinstance(value, dict):
-        return 64 + sum(_size(v, depth + 1) for v in value.values())
+        return 64 + sum(about_bytes(v, depth + 1) for v in value.values())
     if depth < 32 and isinstance(value, (list, tuple)):
-        return 64 + sum(_size(v, depth + 1) for v in value)
+        return 64 + sum(about_bytes(v, depth + 1) for v in value)
     return 64
 
 
@@ -406,7 +406,7 @@ class Judge:
             answer: Any = judged.reference(*args, **kwargs)
         except Exception as error:
             answer = error.with_traceback(None)
-        size = None if question is None else len(question[1]) + _size(answer)
+        size = None if question is None else len(question[1]) + about_bytes(answer)
         if size is not None and size <= MAX_ANSWER_BYTES // 64:
             ANSWERS[question] = (answer, size)
             _HELD[0] += size

@@ -20,24 +20,12 @@ if TYPE_CHECKING:
     from .isolation import Sandbox
 
 
-SMALL = 64 << 10  # a reply kept decoded as well as in bytes: an honest one is a few KB
-
-
-def held(outcome: tuple) -> int:
-    """About the bytes an outcome of ``batch`` holds: its reply's, twice where it is kept
-    decoded as well."""
-    if outcome[0] != "frame":
-        return 0
-    return len(outcome[1]) * (1 if outcome[3] is None else 2)
-
-
 def batch(sandbox: Sandbox, calls: list[dict[str, Any]], budget: int) -> list[tuple]:
     """Ask every one of ``calls`` (``{"op", "kwargs"}`` each, as ``Sandbox.request`` sends them)
     in one request: the worker answers them in turn, each reply a frame of its own, and each
     call is held to its own limits from the reply before it (``call_limit``), as it would be
-    alone. Returns an outcome per call answered, in order: ``("frame", bytes, part, reply)``
-    (what ``Sandbox.reread`` reads; ``part`` names what it printed, ``Printed``; ``reply`` the
-    frame decoded, where it is ``SMALL``, else None), then, where the
+    alone. Returns an outcome per call answered, in order: ``("frame", bytes, part)`` (what
+    ``Sandbox.reread`` reads; ``part`` names what it printed, ``Printed``), then, where the
     pass stopped short, ``("stopped", why)`` for a call past its limit or ``("lost", why)`` for
     a worker that can answer no more. A pass that stops short leaves the worker to be started
     afresh on the next request; so does one whose replies pass ``budget`` bytes, which ends at
@@ -86,14 +74,12 @@ def batch(sandbox: Sandbox, calls: list[dict[str, Any]], budget: int) -> list[tu
             said, end = ident[2], printed.size(sandbox._output)
             if type(said) is int and mark <= said <= end:
                 end = said
-            # A small reply is kept read as well, for the one check that reads it: a pass's
-            # replies are decoded once. A big one is decoded when read. Both count against
-            # ``budget`` (``held``).
-            outcomes.append(("frame", frame, printed.part(mark, end),
-                             reply if len(frame) <= SMALL else None))
+            # Kept as bytes, decoded when a check reads it: decoded, a reply can hold many
+            # times its bytes (an empty 64-dimensional array: 1.2 KB for 250 bytes).
+            outcomes.append(("frame", frame, printed.part(mark, end)))
             mark = end
             began = ended
-            kept += held(outcomes[-1])
+            kept += len(frame)
             if kept > budget and part + 1 < len(calls):
                 # The pass ends here, this reply kept: the calls after it are asked alone, in
                 # a fresh worker (this one may have answered some of them already: no answer
